@@ -1,0 +1,396 @@
+"""Data contracts of ReplicaLab (the models map).
+
+Every record that crosses a boundary -- an action, an observation, a step result, an episode log -- is
+one of these pydantic models.  They are frozen and reject unknown fields unless noted.  Validation
+errors say in plain words which rule was broken.
+
+Fields beyond the seed contract are optional with defaults and are listed in each model's docstring.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+Role = Literal["scientist", "lab_manager", "system"]
+
+
+def _normalize_string_list(value: Any) -> list[str]:
+    """Strip every entry; reject entries that are not strings or are empty after stripping."""
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError("must be a list of strings")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValueError(f"list entries must be strings, got {type(item).__name__}")
+        item = item.strip()
+        if not item:
+            raise ValueError("list entries must be non-empty strings")
+        out.append(item)
+    return out
+
+
+def _strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+class ScientistActionType(str, Enum):
+    PROPOSE_PROTOCOL = "propose_protocol"
+    REVISE_PROTOCOL = "revise_protocol"
+    REQUEST_INFO = "request_info"
+    ACCEPT = "accept"
+
+
+class LabManagerActionType(str, Enum):
+    REPORT_FEASIBILITY = "report_feasibility"
+    SUGGEST_ALTERNATIVE = "suggest_alternative"
+    REJECT = "reject"
+    ACCEPT = "accept"
+
+
+_PROTOCOL_ACTIONS = (ScientistActionType.PROPOSE_PROTOCOL, ScientistActionType.REVISE_PROTOCOL)
+
+
+class ScientistAction(BaseModel):
+    """One Scientist turn.
+
+    - propose_protocol / revise_protocol: sample_size >= 1, a technique and a rationale; no questions.
+    - request_info: at least one question and no protocol payload (sample size, controls, technique,
+      duration, equipment, reagents); a rationale may explain the question.
+    - accept: no questions and no protocol payload.
+    """
+
+    model_config = _FROZEN
+
+    action_type: ScientistActionType
+    sample_size: int = Field(default=0, ge=0)
+    controls: list[str] = Field(default_factory=list)
+    technique: str = ""
+    duration_days: int = Field(default=0, ge=0)
+    required_equipment: list[str] = Field(default_factory=list)
+    required_reagents: list[str] = Field(default_factory=list)
+    questions: list[str] = Field(default_factory=list)
+    rationale: str = ""
+
+    _norm_lists = field_validator(
+        "controls", "required_equipment", "required_reagents", "questions", mode="before"
+    )(_normalize_string_list)
+    _strip_text = field_validator("technique", "rationale", mode="before")(_strip)
+
+    def has_protocol_payload(self) -> bool:
+        return bool(
+            self.sample_size or self.controls or self.technique or self.duration_days
+            or self.required_equipment or self.required_reagents
+        )
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> "ScientistAction":
+        kind = self.action_type.value
+        if self.action_type in _PROTOCOL_ACTIONS:
+            if self.sample_size < 1:
+                raise ValueError(f"{kind} needs sample_size of at least 1")
+            if not self.technique:
+                raise ValueError(f"{kind} needs a technique")
+            if not self.rationale:
+                raise ValueError(f"{kind} needs a rationale")
+            if self.questions:
+                raise ValueError(f"{kind} must not carry questions; use request_info to ask")
+        elif self.action_type is ScientistActionType.REQUEST_INFO:
+            if not self.questions:
+                raise ValueError("request_info needs at least one question")
+            if self.has_protocol_payload():
+                raise ValueError("request_info must not carry protocol fields")
+        else:
+            if self.questions:
+                raise ValueError("accept must not carry questions")
+            if self.has_protocol_payload():
+                raise ValueError("accept must not carry protocol fields")
+        return self
+
+
+class LabManagerAction(BaseModel):
+    """One Lab Manager turn.
+
+    - feasible must equal budget_ok and equipment_ok and reagents_ok and schedule_ok and staff_ok.
+    - accept needs feasible=True; reject needs feasible=False.
+    - suggest_alternative needs feasible=False and at least one suggestion field.
+    - Suggestion fields are allowed only on suggest_alternative.
+
+    Fields beyond the seed contract: ``suggested_equipment``, ``suggested_reagents`` (replace the
+    protocol's lists when non-empty) and ``suggested_duration_days`` (0 = no change), so that a
+    suggestion can describe a complete alternative plan.
+    """
+
+    model_config = _FROZEN
+
+    action_type: LabManagerActionType
+    feasible: bool
+    budget_ok: bool
+    equipment_ok: bool
+    reagents_ok: bool
+    schedule_ok: bool
+    staff_ok: bool
+    suggested_technique: str = ""
+    suggested_sample_size: int = Field(default=0, ge=0)
+    suggested_controls: list[str] = Field(default_factory=list)
+    explanation: str
+    suggested_equipment: list[str] = Field(default_factory=list)
+    suggested_reagents: list[str] = Field(default_factory=list)
+    suggested_duration_days: int = Field(default=0, ge=0)
+
+    _norm_lists = field_validator(
+        "suggested_controls", "suggested_equipment", "suggested_reagents", mode="before"
+    )(_normalize_string_list)
+    _strip_text = field_validator("suggested_technique", "explanation", mode="before")(_strip)
+
+    def has_suggestion(self) -> bool:
+        return bool(
+            self.suggested_technique or self.suggested_sample_size or self.suggested_controls
+            or self.suggested_equipment or self.suggested_reagents or self.suggested_duration_days
+        )
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> "LabManagerAction":
+        if not self.explanation:
+            raise ValueError("explanation must be a non-empty string")
+        flags = (self.budget_ok, self.equipment_ok, self.reagents_ok, self.schedule_ok, self.staff_ok)
+        if self.feasible != all(flags):
+            raise ValueError(
+                "feasible must equal budget_ok and equipment_ok and reagents_ok and schedule_ok and staff_ok"
+            )
+        kind = self.action_type
+        if kind is LabManagerActionType.ACCEPT and not self.feasible:
+            raise ValueError("accept requires feasible=true")
+        if kind is LabManagerActionType.REJECT and self.feasible:
+            raise ValueError("reject requires feasible=false")
+        if kind is LabManagerActionType.SUGGEST_ALTERNATIVE:
+            if self.feasible:
+                raise ValueError("suggest_alternative requires feasible=false")
+            if not self.has_suggestion():
+                raise ValueError("suggest_alternative needs at least one suggested_* field")
+        elif self.has_suggestion():
+            raise ValueError(f"suggested_* fields are only allowed on suggest_alternative, not {kind.value}")
+        return self
+
+
+class ConversationEntry(BaseModel):
+    model_config = _FROZEN
+
+    role: Role
+    message: str
+    round_number: int = Field(ge=0)
+    action_type: Optional[str] = None
+
+    @field_validator("message")
+    @classmethod
+    def _message_non_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("message must be a non-empty string")
+        return v
+
+    @field_validator("action_type")
+    @classmethod
+    def _action_type_non_empty(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not v.strip():
+            raise ValueError("action_type must be null or a non-empty string")
+        return v
+
+
+class Protocol(BaseModel):
+    """The shared protocol payload used in observations and as the object of agreement."""
+
+    model_config = _FROZEN
+
+    sample_size: int = Field(ge=0)
+    controls: list[str] = Field(default_factory=list)
+    technique: str
+    duration_days: int = Field(ge=0)
+    required_equipment: list[str] = Field(default_factory=list)
+    required_reagents: list[str] = Field(default_factory=list)
+    rationale: str
+
+    _norm_lists = field_validator(
+        "controls", "required_equipment", "required_reagents", mode="before"
+    )(_normalize_string_list)
+    _strip_text = field_validator("technique", "rationale", mode="before")(_strip)
+
+    @field_validator("technique", "rationale")
+    @classmethod
+    def _non_empty(cls, v: str, info: Any) -> str:
+        if not v:
+            raise ValueError(f"{info.field_name} must be a non-empty string")
+        return v
+
+
+class ScientistObservation(BaseModel):
+    model_config = _FROZEN
+
+    paper_title: str
+    paper_hypothesis: str
+    paper_method: str
+    paper_key_finding: str
+    experiment_goal: str
+    conversation_history: list[ConversationEntry] = Field(default_factory=list)
+    current_protocol: Optional[Protocol] = None
+    round_number: int = Field(default=0, ge=0)
+    max_rounds: int = Field(default=0, ge=0)
+
+
+class LabManagerObservation(BaseModel):
+    model_config = _FROZEN
+
+    budget_total: float = Field(ge=0)
+    budget_remaining: float = Field(ge=0)
+    equipment_available: list[str] = Field(default_factory=list)
+    equipment_booked: list[str] = Field(default_factory=list)
+    reagents_in_stock: list[str] = Field(default_factory=list)
+    reagents_out_of_stock: list[str] = Field(default_factory=list)
+    staff_count: int = Field(ge=0)
+    time_limit_days: int = Field(ge=0)
+    safety_restrictions: list[str] = Field(default_factory=list)
+    conversation_history: list[ConversationEntry] = Field(default_factory=list)
+    current_protocol: Optional[Protocol] = None
+    round_number: int = Field(default=0, ge=0)
+    max_rounds: int = Field(default=0, ge=0)
+
+
+class Observation(BaseModel):
+    """Each role receives its own view; the other field is None."""
+
+    model_config = _FROZEN
+
+    scientist: Optional[ScientistObservation] = None
+    lab_manager: Optional[LabManagerObservation] = None
+
+
+class RewardBreakdown(BaseModel):
+    """Judge components.  rigor, feasibility and fidelity lie in [0, 1]; the rest is unbounded."""
+
+    model_config = _FROZEN
+
+    rigor: float = Field(default=0.0, ge=0.0, le=1.0)
+    feasibility: float = Field(default=0.0, ge=0.0, le=1.0)
+    fidelity: float = Field(default=0.0, ge=0.0, le=1.0)
+    efficiency_bonus: float = 0.0
+    communication_bonus: float = 0.0
+    penalties: dict[str, float] = Field(default_factory=dict)
+
+
+class StepInfo(BaseModel):
+    """Metadata returned with each step.  Extra keys are allowed; the env adds ``terminated``,
+    ``truncated``, ``invalid_turn`` and ``total_reward``."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    agreement_reached: bool = False
+    error: Optional[str] = None
+    reward_breakdown: Optional[RewardBreakdown] = None
+    judge_notes: Optional[str] = None
+    verdict: Optional[str] = None
+
+
+class StepResult(BaseModel):
+    model_config = _FROZEN
+
+    observation: Optional[Observation] = None
+    reward: float = 0.0
+    done: bool = False
+    info: StepInfo = Field(default_factory=StepInfo)
+
+
+class InvalidAction(BaseModel):
+    """Not in the seed contract: a turn whose output could not become a valid action (unparseable
+    model text, a contract violation).  The env records it as an invalid, penalised turn."""
+
+    model_config = _FROZEN
+
+    role: Literal["scientist", "lab_manager"]
+    error: str
+    raw_text: str = ""
+
+
+class TurnRecord(BaseModel):
+    """Not in the seed contract: one turn as it was submitted, enough to replay the episode.
+
+    ``action`` holds the action's JSON-mode dump when the turn was a valid action; otherwise
+    ``error`` says why the turn was invalid and ``raw_text`` keeps what the agent produced.
+    """
+
+    model_config = _FROZEN
+
+    role: Literal["scientist", "lab_manager"]
+    round_number: int = Field(ge=0)
+    action: Optional[dict[str, Any]] = None
+    error: Optional[str] = None
+    raw_text: str = ""
+
+
+class EpisodeState(BaseModel):
+    """Full internal state for debugging and replay.
+
+    ``lab_equipment`` / ``lab_reagents`` hold the equipment free in the window and the reagents in stock.
+    """
+
+    model_config = _FROZEN
+
+    seed: int = 0
+    scenario_template: str = ""
+    difficulty: str = "easy"
+    paper_title: str = ""
+    paper_hypothesis: str = ""
+    paper_method: str = ""
+    paper_key_finding: str = ""
+    experiment_goal: str = ""
+    lab_budget_total: float = 0.0
+    lab_budget_remaining: float = 0.0
+    lab_equipment: list[str] = Field(default_factory=list)
+    lab_reagents: list[str] = Field(default_factory=list)
+    lab_staff_count: int = 0
+    lab_time_limit_days: int = 0
+    current_protocol: Optional[Protocol] = None
+    conversation_history: list[ConversationEntry] = Field(default_factory=list)
+    round_number: int = 0
+    max_rounds: int = 0
+    done: bool = False
+    agreement_reached: bool = False
+    reward: float = 0.0
+    rigor_score: float = 0.0
+    feasibility_score: float = 0.0
+    fidelity_score: float = 0.0
+
+
+class EpisodeLog(BaseModel):
+    """Completed episode record for logging, replay and evaluation.
+
+    Fields beyond the seed contract: ``reward_spec_version`` (the judge formula this log was scored
+    with), ``turns`` (every submitted turn, what ``replay_episode`` replays), ``max_rounds``,
+    ``terminated`` / ``truncated`` (agreement or a hard stop vs running out of rounds) and
+    ``invalid_turns``.
+    """
+
+    model_config = _FROZEN
+
+    episode_id: str = ""
+    seed: int = 0
+    scenario_template: str = ""
+    difficulty: str = "easy"
+    final_state: Optional[EpisodeState] = None
+    transcript: list[ConversationEntry] = Field(default_factory=list)
+    reward_breakdown: Optional[RewardBreakdown] = None
+    total_reward: float = 0.0
+    rounds_used: int = 0
+    agreement_reached: bool = False
+    judge_notes: str = ""
+    verdict: str = ""
+    reward_spec_version: str = ""
+    turns: list[TurnRecord] = Field(default_factory=list)
+    max_rounds: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    invalid_turns: dict[str, int] = Field(default_factory=dict)
