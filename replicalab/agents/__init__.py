@@ -1,0 +1,5 @@
+"""Scripted Scientists used as baselines and test drivers."""
+
+from replicalab.agents.scripted import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+
+__all__ = ["AdaptiveScientist", "NaiveScientist", "OracleScientist", "RandomScientist"]

@@ -1,0 +1,101 @@
+"""Scripted Scientists: baselines and test drivers.  Build a fresh one per episode."""
+
+from __future__ import annotations
+
+import random
+
+from replicalab.agents.brief import last_lab_manager_action, published_protocol
+from replicalab.models import ScientistAction, ScientistActionType as SA, ScientistObservation
+from replicalab.scenario import Scenario
+
+ACCEPT = ScientistAction(action_type=SA.ACCEPT)
+TRIM_FACTOR = 0.75
+MAX_QUESTION_ROUNDS = 1
+
+
+class NaiveScientist:
+    """Proposes the paper's protocol as written and accepts whatever comes."""
+
+    def __call__(self, obs: ScientistObservation) -> ScientistAction:
+        if obs.current_protocol is None:
+            return ScientistAction(
+                action_type=SA.PROPOSE_PROTOCOL, rationale="Replicate the paper exactly as published.",
+                **published_protocol(obs),
+            )
+        return ACCEPT
+
+
+class AdaptiveScientist:
+    """Uses only what it sees: proposes the paper's protocol, adopts the Lab Manager's suggestions,
+    accepts what the Lab Manager accepted, and when the plan is rejected without an alternative it
+    asks once about the lab, then trims the sample size and duration."""
+
+    def __init__(self) -> None:
+        self.questions_asked = 0
+
+    def __call__(self, obs: ScientistObservation) -> ScientistAction:
+        brief = published_protocol(obs)
+        last = last_lab_manager_action(obs)
+        current = obs.current_protocol
+        if current is None:
+            return ScientistAction(
+                action_type=SA.PROPOSE_PROTOCOL, rationale="Start from the published protocol.", **brief
+            )
+        if last in ("accept", "suggest_alternative"):
+            return ACCEPT
+        if self.questions_asked < MAX_QUESTION_ROUNDS:
+            self.questions_asked += 1
+            items = ", ".join(current.required_equipment + current.required_reagents)
+            return ScientistAction(
+                action_type=SA.REQUEST_INFO,
+                questions=["What budget, staff and days do we have?", f"Are these available: {items}?"],
+            )
+        return ScientistAction(
+            action_type=SA.REVISE_PROTOCOL, technique=current.technique,
+            sample_size=max(1, int(current.sample_size * TRIM_FACTOR)), controls=current.controls,
+            duration_days=max(1, current.duration_days - 1), required_equipment=current.required_equipment,
+            required_reagents=current.required_reagents, rationale="Trimmed to fit the lab's limits.",
+        )
+
+
+class OracleScientist:
+    """Reads the hidden reference: proposes the feasible reference protocol, then accepts."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.reference = scenario.reference_protocol
+
+    def __call__(self, obs: ScientistObservation) -> ScientistAction:
+        if obs.current_protocol is None:
+            r = self.reference
+            return ScientistAction(
+                action_type=SA.PROPOSE_PROTOCOL, technique=r.technique, sample_size=r.sample_size,
+                controls=r.controls, duration_days=r.duration_days, required_equipment=r.required_equipment,
+                required_reagents=r.required_reagents, rationale=r.rationale,
+            )
+        return ACCEPT
+
+
+RANDOM_QUESTIONS = ("What is the budget?", "How many staff?", "Any safety rules?", "How many days?")
+
+
+class RandomScientist:
+    """Random valid actions drawn from the brief's vocabulary (a lower baseline)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def __call__(self, obs: ScientistObservation) -> ScientistAction:
+        rng = self.rng
+        kind = rng.choice(list(SA))
+        if kind is SA.ACCEPT:
+            return ACCEPT
+        if kind is SA.REQUEST_INFO:
+            return ScientistAction(action_type=kind, questions=rng.sample(RANDOM_QUESTIONS, rng.randint(1, 2)))
+        brief = published_protocol(obs)
+        pick = lambda xs: rng.sample(xs, rng.randint(0, len(xs)))  # noqa: E731
+        return ScientistAction(
+            action_type=kind, technique=brief.get("technique", "unknown_technique"),
+            sample_size=rng.randint(1, 300), controls=pick(brief.get("controls", [])),
+            duration_days=rng.randint(0, 30), required_equipment=pick(brief.get("required_equipment", [])),
+            required_reagents=pick(brief.get("required_reagents", [])), rationale="A random plan.",
+        )

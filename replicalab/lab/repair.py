@@ -1,0 +1,95 @@
+"""The Lab Manager's repair: the closest plan the lab can run, using lab knowledge only.
+
+The lab knows which items can stand in for each other within a technique, which techniques it runs
+(in the order it prefers them), prices, staff and the calendar.  It does not know the paper's hidden
+reference, so it never touches controls and never adds an item the Scientist left out of its own
+technique; it swaps unavailable items, switches a technique the lab cannot run, clamps the duration
+and trims the sample size to fit budget and staff.
+"""
+
+from __future__ import annotations
+
+import math
+
+from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, plan_cost
+from replicalab.models import Protocol
+from replicalab.scenario import Scenario, Technique, canonical_id
+
+
+def _usable(scenario: Scenario) -> set[str]:
+    lab = scenario.lab
+    return (set(lab.equipment_available) | set(lab.reagents_in_stock)) - lab.banned
+
+
+def _slot_choices(technique: Technique, listed: list[str], usable: set[str]) -> dict[str, str] | None:
+    """old item -> replacement for each listed slot item; None if some listed slot has no usable option."""
+    swaps: dict[str, str] = {}
+    for slot in technique.equipment_slots + technique.reagent_slots:
+        present = [i for i in listed if i in slot]
+        if not present or present[0] in usable:
+            continue
+        free = next((o for o in slot if o in usable), None)
+        if free is None:
+            return None
+        swaps[present[0]] = free
+    return swaps
+
+
+def _runnable(technique: Technique, scenario: Scenario, usable: set[str]) -> bool:
+    return (
+        technique.id not in scenario.lab.banned
+        and technique.min_days <= scenario.lab.time_limit_days
+        and all(any(o in usable for o in s) for s in technique.equipment_slots + technique.reagent_slots)
+    )
+
+
+def _switch(old: Technique | None, scenario: Scenario, usable: set[str], eq: list[str], re: list[str]):
+    """Move the plan to the lab's preferred runnable technique; slot items of the old one are replaced."""
+    for alt_id in scenario.lab.routine_techniques:
+        alt = scenario.techniques[alt_id]
+        if old is not None and alt_id == old.id or not _runnable(alt, scenario, usable):
+            continue
+        old_items = {i for s in (old.equipment_slots + old.reagent_slots) for i in s} if old else set()
+        new_eq = [next(o for o in s if o in usable) for s in alt.equipment_slots]
+        new_re = [next(o for o in s if o in usable) for s in alt.reagent_slots]
+        new_eq += [i for i in eq if i not in old_items and i not in new_eq]
+        new_re += [i for i in re if i not in old_items and i not in new_re]
+        return alt, new_eq, new_re
+    return None
+
+
+def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
+    """The lab's alternative to ``protocol``, or None when the lab cannot offer one."""
+    lab = scenario.lab
+    usable = _usable(scenario)
+    eq = [canonical_id(e) for e in protocol.required_equipment]
+    re = [canonical_id(r) for r in protocol.required_reagents]
+    technique = scenario.techniques.get(canonical_id(protocol.technique))
+    swaps = None
+    if technique is not None and technique.id not in lab.banned and technique.min_days <= lab.time_limit_days:
+        swaps = _slot_choices(technique, eq + re, usable)
+    if swaps is None:
+        switched = _switch(technique, scenario, usable, eq, re)
+        if switched is None:
+            return None
+        technique, eq, re = switched
+    else:
+        eq = [swaps.get(i, i) for i in eq]
+        re = [swaps.get(i, i) for i in re]
+    eq = list(dict.fromkeys(i for i in eq if i in usable))
+    re = list(dict.fromkeys(i for i in re if i in usable))
+    days = min(max(protocol.duration_days, technique.min_days), lab.time_limit_days)
+    controls = [canonical_id(c) for c in protocol.controls]
+    fixed = plan_cost(scenario.equipment_fees, scenario.reagent_costs, scenario.control_costs, eq, [], controls, 0, days)
+    per_sample = plan_cost({}, scenario.reagent_costs, {}, [], re, [], 1, 0)
+    n = protocol.sample_size
+    if per_sample > 0:
+        n = min(n, math.floor((lab.budget_total - fixed) / per_sample))
+    if technique.hours_per_sample > 0:
+        n = min(n, math.floor(lab.staff_count * days * HOURS_PER_STAFF_DAY / technique.hours_per_sample))
+    if n < 1:
+        return None
+    return Protocol(
+        sample_size=n, controls=list(protocol.controls), technique=technique.id, duration_days=days,
+        required_equipment=eq, required_reagents=re, rationale=protocol.rationale,
+    )

@@ -1,0 +1,217 @@
+"""Observation -> chat messages for a policy model.
+
+``build_messages(observation)`` returns ``[system, user]``.  The system message (role, goal, the exact
+JSON action format and its rules) is derived from the role's pydantic action model and docstring, so
+it cannot drift from the contract; it is constant per role and cached.  The user message holds only
+the fields of the observation it was given -- a Scientist prompt is built from a
+``ScientistObservation`` alone and so can never carry lab facts.
+
+With a ``token_budget`` the oldest dialogue entries are replaced by one "(N earlier messages
+omitted)" line until the messages fit; the system message, the facts and the current protocol are
+never dropped.  Same observation -> identical messages.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from functools import lru_cache
+from typing import Any, Callable, Union, get_args, get_origin
+
+from annotated_types import Ge
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from replicalab.models import (
+    ConversationEntry,
+    LabManagerAction,
+    LabManagerActionType,
+    LabManagerObservation,
+    Protocol,
+    ScientistAction,
+    ScientistActionType,
+    ScientistObservation,
+)
+from replicalab.parsing import format_action
+
+PromptObservation = Union[ScientistObservation, LabManagerObservation]
+Messages = list[dict[str, str]]
+
+CHARS_PER_TOKEN = 4
+MAX_ENTRY_CHARS = 1000
+REPLY_INSTRUCTION = "Reply with exactly one JSON object."
+
+_ROLE_NAMES = {"scientist": "Scientist", "lab_manager": "Lab Manager"}
+_GOALS = {
+    "scientist": (
+        "Agree with the lab manager on a protocol that replicates the paper faithfully, rigorously "
+        "and feasibly. You see the paper, not the lab: learn its limits from the lab manager."
+    ),
+    "lab_manager": (
+        "Keep the plan within the lab's budget, equipment, reagents, schedule, staff and safety "
+        "rules. Suggest concrete alternatives and answer questions truthfully."
+    ),
+}
+_EXTRA_RULES = {
+    "scientist": (),
+    "lab_manager": ("A suggested_* field replaces that part of the plan; empty or 0 means no change.",),
+}
+_EXAMPLES: dict[str, Callable[[], BaseModel]] = {
+    "scientist": lambda: ScientistAction(
+        action_type=ScientistActionType.REQUEST_INFO, questions=["What is the budget?"]
+    ),
+    "lab_manager": lambda: LabManagerAction(
+        action_type=LabManagerActionType.ACCEPT, feasible=True, budget_ok=True, equipment_ok=True,
+        reagents_ok=True, schedule_ok=True, staff_ok=True, explanation="The plan fits the lab.",
+    ),
+}
+_ACTION_MODELS: dict[str, type[BaseModel]] = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
+
+
+def default_count_tokens(text: str) -> int:
+    """A cheap, tokenizer-free estimate: about four characters per token."""
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
+def _type_text(info: FieldInfo) -> str:
+    annotation = info.annotation
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return "one of " + " | ".join(str(member.value) for member in annotation)
+    if get_origin(annotation) is list:
+        (item,) = get_args(annotation)
+        return f"list of {item.__name__ if item is not str else 'strings'}"
+    names = {bool: "true or false", int: "integer", str: "string", float: "number"}
+    text = names.get(annotation, str(annotation)) if isinstance(annotation, type) else str(annotation)
+    bounds = [f">= {m.ge}" for m in info.metadata if isinstance(m, Ge)]
+    return " ".join([text, *bounds])
+
+
+def _field_line(name: str, info: FieldInfo) -> str:
+    if info.is_required():
+        return f"- {name}: {_type_text(info)}, required"
+    default = json.dumps(info.get_default(call_default_factory=True))
+    return f"- {name}: {_type_text(info)}, default {default}"
+
+
+def _docstring_rules(model: type[BaseModel]) -> list[str]:
+    """The ``- ...`` bullets of the model's docstring (its validation rules in words), one line each,
+    with Python's ``True``/``False`` spelled as JSON."""
+    rules: list[str] = []
+    open_bullet = False
+    for line in (model.__doc__ or "").splitlines():
+        text = line.strip()
+        if text.startswith("- "):
+            rules.append(text)
+        elif text and open_bullet:
+            rules[-1] += " " + text
+        open_bullet = bool(text) and bool(rules) and (open_bullet or text.startswith("- "))
+    return [rule.replace("=True", "=true").replace("=False", "=false") for rule in rules]
+
+
+@lru_cache(maxsize=None)
+def system_prompt(role: str) -> str:
+    """The constant system message for ``role`` ("scientist" or "lab_manager")."""
+    model = _ACTION_MODELS[role]
+    lines = [
+        f"You are the {_ROLE_NAMES[role]} in ReplicaLab, a negotiation over an experiment protocol.",
+        f"Goal: {_GOALS[role]}",
+        "Each turn, act with one JSON object with these fields (omitted fields take their default; "
+        "no other keys; lists hold non-empty strings):",
+        *(_field_line(name, info) for name, info in model.model_fields.items()),
+        "Rules:",
+        *_docstring_rules(model),
+        *(f"- {rule}" for rule in _EXTRA_RULES[role]),
+        f"Example: {format_action(_EXAMPLES[role]())}",  # type: ignore[arg-type]
+        REPLY_INSTRUCTION,
+    ]
+    return "\n".join(lines)
+
+
+def _items(values: list[str]) -> str:
+    return ", ".join(values) if values else "none"
+
+
+def _protocol_line(protocol: Protocol | None) -> str:
+    if protocol is None:
+        return "Current protocol: none yet"
+    return "Current protocol: " + json.dumps(
+        protocol.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")
+    )
+
+
+def _entry_line(entry: ConversationEntry) -> str:
+    message = " ".join(entry.message.split())
+    if len(message) > MAX_ENTRY_CHARS:
+        message = message[: MAX_ENTRY_CHARS - 3] + "..."
+    kind = f" ({entry.action_type})" if entry.action_type else ""
+    return f"[round {entry.round_number}] {entry.role}{kind}: {message}"
+
+
+def _facts(observation: PromptObservation) -> list[str]:
+    obs = observation
+    if isinstance(obs, ScientistObservation):
+        return [
+            f"Paper: {obs.paper_title}",
+            f"Hypothesis: {obs.paper_hypothesis}",
+            f"Method: {obs.paper_method}",
+            f"Key finding: {obs.paper_key_finding}",
+            f"Goal: {obs.experiment_goal}",
+        ]
+    return [
+        f"Budget: {obs.budget_total:.2f} total, {obs.budget_remaining:.2f} remaining",
+        f"Equipment available: {_items(obs.equipment_available)}",
+        f"Equipment booked: {_items(obs.equipment_booked)}",
+        f"Reagents in stock: {_items(obs.reagents_in_stock)}",
+        f"Reagents out of stock: {_items(obs.reagents_out_of_stock)}",
+        f"Staff: {obs.staff_count}",
+        f"Time limit: {obs.time_limit_days} days",
+        f"Safety restrictions: {_items(obs.safety_restrictions)}",
+    ]
+
+
+def _user_text(head: list[str], dialogue: list[str], omitted: int, role: str) -> str:
+    shown = dialogue[omitted:]
+    lines = [*head, "Dialogue:" if dialogue else "Dialogue: none yet"]
+    if omitted:
+        lines.append(f"({omitted} earlier messages omitted)")
+    lines += shown
+    lines.append(f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}")
+    return "\n".join(lines)
+
+
+def build_messages(
+    observation: PromptObservation,
+    *,
+    token_budget: int | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+) -> Messages:
+    """Chat messages (``[{"role": "system", ...}, {"role": "user", ...}]``) for the acting role.
+
+    The role follows from the observation's type.  With ``token_budget``, the oldest dialogue
+    entries are omitted until ``sum(count_tokens(m["content"]))`` fits; if nothing fits, the version
+    with no dialogue is returned (never an error).  ``count_tokens`` defaults to
+    ``default_count_tokens``.
+    """
+    if isinstance(observation, ScientistObservation):
+        role = "scientist"
+    elif isinstance(observation, LabManagerObservation):
+        role = "lab_manager"
+    else:
+        raise TypeError(f"expected a ScientistObservation or LabManagerObservation, got {type(observation).__name__}")
+    system = system_prompt(role)
+    head = [
+        *_facts(observation),
+        f"Round {observation.round_number} of {observation.max_rounds}",
+        _protocol_line(observation.current_protocol),
+    ]
+    dialogue = [_entry_line(entry) for entry in observation.conversation_history]
+    omitted = 0
+    if token_budget is not None:
+        count = count_tokens or default_count_tokens
+        system_tokens = count(system)
+        while omitted < len(dialogue):
+            if system_tokens + count(_user_text(head, dialogue, omitted, role)) <= token_budget:
+                break
+            omitted += 1
+    user = _user_text(head, dialogue, omitted, role)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

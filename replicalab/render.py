@@ -1,0 +1,75 @@
+"""How actions appear in the dialogue: the one text form both seats (and transcripts) see."""
+
+from __future__ import annotations
+
+from replicalab.models import LabManagerAction, Protocol, ScientistAction, ScientistActionType
+
+QUESTION_PREFIX = "- "
+
+
+def render_protocol(p: Protocol) -> str:
+    return (
+        f"technique={p.technique}; sample_size={p.sample_size}; controls={', '.join(p.controls) or 'none'}; "
+        f"duration_days={p.duration_days}; equipment={', '.join(p.required_equipment) or 'none'}; "
+        f"reagents={', '.join(p.required_reagents) or 'none'}"
+    )
+
+
+def render_scientist(action: ScientistAction) -> str:
+    kind = action.action_type
+    if kind is ScientistActionType.REQUEST_INFO:
+        lines = "\n".join(QUESTION_PREFIX + q for q in action.questions)
+        return f"Questions:\n{lines}" + (f"\n({action.rationale})" if action.rationale else "")
+    if kind is ScientistActionType.ACCEPT:
+        return "I accept." + (f" {action.rationale}" if action.rationale else "")
+    verb = "Proposal" if kind is ScientistActionType.PROPOSE_PROTOCOL else "Revision"
+    return (
+        f"{verb}: technique={action.technique}; sample_size={action.sample_size}; "
+        f"controls={', '.join(action.controls) or 'none'}; duration_days={action.duration_days}; "
+        f"equipment={', '.join(action.required_equipment) or 'none'}; "
+        f"reagents={', '.join(action.required_reagents) or 'none'}. Rationale: {action.rationale}"
+    )
+
+
+def render_lab_manager(action: LabManagerAction) -> str:
+    flags = ", ".join(
+        f"{name} {'ok' if ok else 'no'}"
+        for name, ok in (("budget", action.budget_ok), ("equipment", action.equipment_ok),
+                         ("reagents", action.reagents_ok), ("schedule", action.schedule_ok),
+                         ("staff", action.staff_ok))
+    )
+    text = f"{action.explanation} [{flags}]"
+    if action.has_suggestion():
+        parts = []
+        if action.suggested_technique:
+            parts.append(f"technique={action.suggested_technique}")
+        if action.suggested_sample_size:
+            parts.append(f"sample_size={action.suggested_sample_size}")
+        if action.suggested_controls:
+            parts.append(f"controls={', '.join(action.suggested_controls)}")
+        if action.suggested_duration_days:
+            parts.append(f"duration_days={action.suggested_duration_days}")
+        if action.suggested_equipment:
+            parts.append(f"equipment={', '.join(action.suggested_equipment)}")
+        if action.suggested_reagents:
+            parts.append(f"reagents={', '.join(action.suggested_reagents)}")
+        text += " Suggested: " + "; ".join(parts)
+    return text
+
+
+def questions_in(message: str) -> list[str]:
+    """The questions of a rendered request_info message."""
+    return [line[len(QUESTION_PREFIX):] for line in message.splitlines() if line.startswith(QUESTION_PREFIX)]
+
+
+def apply_suggestion(protocol: Protocol, s: LabManagerAction) -> Protocol:
+    """The protocol with every non-empty suggested field of ``s`` put in place."""
+    return Protocol.model_construct(
+        sample_size=s.suggested_sample_size or protocol.sample_size,
+        controls=list(s.suggested_controls or protocol.controls),
+        technique=s.suggested_technique or protocol.technique,
+        duration_days=s.suggested_duration_days or protocol.duration_days,
+        required_equipment=list(s.suggested_equipment or protocol.required_equipment),
+        required_reagents=list(s.suggested_reagents or protocol.required_reagents),
+        rationale=protocol.rationale,
+    )

@@ -1,0 +1,227 @@
+"""The parametric scenario generator shared by every template family.
+
+From ``(domain, seed, difficulty)`` it samples prices, workloads, the paper (technique, controls,
+sample size, duration, critical items), the hidden reference, and then builds the lab around a
+feasible reference protocol so that every scenario is solvable:
+
+- easy:   the paper's own protocol is feasible;
+- medium: one or two planted conflicts (an item missing, budget, time, staff) that need a
+          substitution or a smaller plan;
+- hard:   the paper's technique is blocked (safety rule or missing equipment) and budget and time are
+          tight; the lab's preferred alternative is a low-fidelity technique.
+
+All randomness comes from one ``random.Random`` seeded by ``(template, difficulty, seed)``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, plan_cost
+from replicalab.models import Protocol
+from replicalab.scenario import Domain, LabFacts, ReferenceSpec, Scenario, Technique
+
+WORKLOAD_JITTER = (0.8, 1.25)
+MIN_SAMPLE_FRACTION = (0.5, 0.7)
+CONTROLS_PER_PAPER = (2, 3)
+EXTRA_DAYS = (1, 4)
+CLOSE_SUBSTITUTE_COST = (0.03, 0.10)
+FAR_SUBSTITUTE_COST = (0.55, 0.85)
+OPTION_COST = (0.02, 0.08)
+BUDGET_SLACK_LOOSE = (1.15, 1.6)
+BUDGET_SLACK_TIGHT = (1.0, 1.04)
+TIME_SLACK_LOOSE = (1, 5)
+STAFF_SLACK = (1.2, 2.0)
+NOISE_STATES = ("free", "free", "blocked", "absent")
+MEDIUM_CONFLICTS = ("item", "budget", "time", "staff")
+HARD_OPTIONAL_CONFLICT_P = 0.5
+
+
+def _u(rng: random.Random, bounds: tuple[float, float], digits: int = 2) -> float:
+    return round(rng.uniform(*bounds), digits)
+
+
+def _readable(item: str) -> str:
+    return item.replace("_", " ")
+
+
+def _first_options(technique: Technique) -> tuple[list[str], list[str]]:
+    return [s[0] for s in technique.equipment_slots], [s[0] for s in technique.reagent_slots]
+
+
+def _pick_conflicts(rng: random.Random, difficulty: str) -> set[str]:
+    if difficulty == "easy":
+        return set()
+    if difficulty == "medium":
+        return set(rng.sample(MEDIUM_CONFLICTS, rng.randint(1, 2)))
+    conflicts = {"technique", "budget", "time"}
+    for extra in ("item", "staff"):
+        if rng.random() < HARD_OPTIONAL_CONFLICT_P:
+            conflicts.add(extra)
+    return conflicts
+
+
+def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
+    rng = random.Random(f"{domain.name}/{difficulty}/{seed}")
+    specs = {t.id: t for t in domain.techniques}
+    techniques = {
+        t.id: Technique(
+            t.id, t.equipment_slots, t.reagent_slots,
+            round(t.hours_per_sample * rng.uniform(*WORKLOAD_JITTER), 3), t.min_days + rng.randint(0, 1),
+        )
+        for t in domain.techniques
+    }
+    equipment_ids = sorted({i for t in domain.techniques for s in t.equipment_slots for i in s})
+    slot_reagents = sorted({i for t in domain.techniques for s in t.reagent_slots for i in s})
+    fees = {e: _u(rng, domain.equipment_fee_range) for e in equipment_ids}
+    costs = {r: _u(rng, domain.reagent_cost_range) for r in slot_reagents}
+    costs.update({c: _u(rng, domain.critical_cost_range) for c in domain.subjects + domain.treatments})
+    control_costs = {c: _u(rng, domain.control_cost_range) for c in domain.controls}
+
+    # The paper.
+    t0 = rng.choice(sorted(techniques))
+    others = sorted(t for t in techniques if t != t0)
+    rng.shuffle(others)
+    t_close, far = others[0], others[1:]
+    subject, treatment = rng.choice(domain.subjects), rng.choice(domain.treatments)
+    n0 = rng.randint(*domain.sample_size_range)
+    min_n = max(1, math.ceil(n0 * rng.uniform(*MIN_SAMPLE_FRACTION)))
+    d0 = techniques[t0].min_days + rng.randint(*EXTRA_DAYS)
+    controls = sorted(rng.sample(domain.controls, rng.randint(*CONTROLS_PER_PAPER)))
+    substitutes = {t0: 0.0, t_close: _u(rng, CLOSE_SUBSTITUTE_COST, 3)}
+    substitutes.update({t: _u(rng, FAR_SUBSTITUTE_COST, 3) for t in far})
+    option_costs = {
+        opt: _u(rng, OPTION_COST, 3)
+        for t in domain.techniques for s in t.equipment_slots + t.reagent_slots for opt in s[1:]
+    }
+    critical = (subject, treatment)
+    paper_eq, paper_re = _first_options(techniques[t0])
+    paper = Protocol(
+        sample_size=n0, controls=controls, technique=t0, duration_days=d0,
+        required_equipment=paper_eq, required_reagents=paper_re + list(critical),
+        rationale=f"The published protocol of the paper, run with {_readable(subject)}.",
+    )
+
+    # The reference plan: the paper's, repaired for each planted conflict.
+    conflicts = _pick_conflicts(rng, difficulty)
+    tref = t_close if "technique" in conflicts else t0
+    ref_eq, ref_re = _first_options(techniques[tref])
+    conflict_item = ""
+    if "item" in conflicts:
+        slots = [(k, s) for k, s in enumerate(techniques[tref].equipment_slots + techniques[tref].reagent_slots) if len(s) > 1]
+        if slots:
+            k, slot = rng.choice(slots)
+            conflict_item = slot[0]
+            n_eq = len(ref_eq)
+            if k < n_eq:
+                ref_eq[k] = slot[1]
+            else:
+                ref_re[k - n_eq] = slot[1]
+        else:  # no slot of this technique has an alternative: squeeze the budget instead
+            conflicts.add("budget")
+    ref_min_days = techniques[tref].min_days
+    if "time" in conflicts and ref_min_days < d0:
+        time_limit = rng.randint(ref_min_days, d0 - 1)
+        d_ref = time_limit
+    else:
+        d_ref = max(d0, ref_min_days)
+        time_limit = d_ref + rng.randint(*TIME_SLACK_LOOSE)
+    n_ref = n0
+    if conflicts & {"budget", "staff"}:
+        n_ref = rng.randint(min_n, max(min_n, n0 - max(1, (n0 - min_n) // 3)))
+    reference = Protocol(
+        sample_size=n_ref, controls=controls, technique=tref, duration_days=d_ref,
+        required_equipment=ref_eq, required_reagents=ref_re + list(critical),
+        rationale="Reference plan: the paper's protocol adapted to this lab.",
+    )
+
+    # Staff and budget, sized around the reference.
+    def cost(p: Protocol) -> float:
+        return plan_cost(fees, costs, control_costs, p.required_equipment, p.required_reagents, p.controls,
+                         p.sample_size, p.duration_days)
+
+    need_ref = n_ref * techniques[tref].hours_per_sample / (d_ref * HOURS_PER_STAFF_DAY)
+    need_paper = n0 * techniques[t0].hours_per_sample / (d0 * HOURS_PER_STAFF_DAY)
+    if "staff" in conflicts and math.ceil(need_ref) < need_paper:
+        staff = max(1, math.ceil(need_ref))
+    else:
+        if "staff" in conflicts:  # the workload is too light for a staff conflict: squeeze the budget instead
+            conflicts.add("budget")
+        staff = max(1, math.ceil(max(need_ref, need_paper) * rng.uniform(*STAFF_SLACK)))
+
+    cost_ref, cost_paper = cost(reference), cost(paper)
+    if "budget" in conflicts and cost_ref < cost_paper:
+        budget = min(cost_ref * rng.uniform(*BUDGET_SLACK_TIGHT), (cost_ref + cost_paper) / 2)
+    else:
+        budget = max(cost_ref, cost_paper) * rng.uniform(*BUDGET_SLACK_LOOSE)
+    budget = float(math.ceil(budget))
+    # The lab's inventory.
+    banned: set[str] = set()
+    restrictions: list[str] = []
+    protected = set(reference.required_equipment) | set(reference.required_reagents)
+    runs = [t0] + far + [t_close]
+    if "technique" in conflicts:
+        t_far = far[0]
+        runs = [t_far, tref] + far[1:]
+        protected |= {s[0] for s in techniques[t_far].equipment_slots + techniques[t_far].reagent_slots}
+    elif difficulty == "easy" or not conflict_item:
+        protected |= set(paper.required_equipment) | set(paper.required_reagents)
+    else:
+        protected |= (set(paper.required_equipment) | set(paper.required_reagents)) - {conflict_item}
+    state = {i: rng.choice(NOISE_STATES) for i in equipment_ids + sorted(costs)}
+    state.update({i: "free" for i in protected})
+    if conflict_item:
+        state[conflict_item] = rng.choice(("blocked", "absent"))
+    if "technique" in conflicts:
+        blockable = [s for s in techniques[t0].equipment_slots if not protected.intersection(s)]
+        if blockable and rng.random() < 0.5:
+            for item in rng.choice(blockable):
+                state[item] = rng.choice(("blocked", "absent"))
+        else:
+            banned.add(t0)
+            hazard = specs[t0].hazard
+            rule = domain.hazards.get(hazard, "") if hazard else ""
+            restrictions.append(f"{t0} is not permitted in this lab" + (f": {rule}" if rule else ""))
+    for t in far[1:]:
+        hazard = specs[t].hazard
+        if hazard and t not in runs[:2] and rng.random() < 0.5:
+            banned.add(t)
+            restrictions.append(f"{t} is not permitted in this lab: {domain.hazards[hazard]}")
+    routine = tuple(t for t in runs if t not in banned)
+
+    lab = LabFacts(
+        budget_total=budget,
+        equipment_available=tuple(i for i in equipment_ids if state[i] == "free"),
+        equipment_booked=tuple(i for i in equipment_ids if state[i] == "blocked"),
+        reagents_in_stock=tuple(i for i in sorted(costs) if state[i] == "free"),
+        reagents_out_of_stock=tuple(i for i in sorted(costs) if state[i] == "blocked"),
+        staff_count=staff,
+        time_limit_days=time_limit,
+        safety_restrictions=tuple(restrictions),
+        banned=frozenset(banned),
+        routine_techniques=routine,
+    )
+    spec = ReferenceSpec(
+        required_controls=tuple(controls), min_sample_size=min_n, core_technique=t0,
+        substitutes=substitutes, option_costs=option_costs, critical_items=critical,
+    )
+    fmt = dict(subject=_readable(subject), treatment=_readable(treatment), technique=_readable(t0))
+    published = (
+        f"technique={t0}; sample_size={n0}; controls={', '.join(controls)}; duration_days={d0}; "
+        f"equipment={', '.join(paper.required_equipment)}; reagents={', '.join(paper.required_reagents)}"
+    )
+    scenario = Scenario(
+        seed=seed, template=domain.name, difficulty=difficulty,
+        paper_title=rng.choice(domain.title_templates).format(**fmt),
+        paper_hypothesis=domain.hypothesis_template.format(**fmt),
+        paper_method=f"{specs[t0].description} Published protocol: {published}.",
+        paper_key_finding=domain.finding_template.format(n=n0, unit=domain.sample_unit, **fmt),
+        experiment_goal=domain.goal_template.format(**fmt),
+        paper_protocol=paper, techniques=techniques, equipment_fees=fees, reagent_costs=costs,
+        control_costs=control_costs, lab=lab, reference=spec, reference_protocol=reference,
+    )
+    report = check_feasibility(reference, scenario)
+    if not report.ok:  # a generator bug, never bad user input
+        raise AssertionError(f"reference protocol infeasible for {domain.name}/{difficulty}/{seed}: {report.reasons}")
+    return scenario
