@@ -143,6 +143,7 @@ class ReplicaLabEnv:
     def _new_version(self, protocol: Protocol) -> None:
         self.protocol = protocol
         self.version += 1
+        self.protocol_cost = protocol_cost(protocol, self.scenario)
         self.hallucinated.update(unknown_ids(protocol, self.scenario))
 
     def _say(self, role: str, message: str, action_type: str | None) -> None:
@@ -186,7 +187,7 @@ class ReplicaLabEnv:
         budget = self.scenario.lab.budget_total
         if self.protocol is None:
             return budget
-        return max(0.0, round(budget - protocol_cost(self.protocol, self.scenario), 2))
+        return max(0.0, round(budget - self.protocol_cost, 2))
 
     def _judge(self):
         if self.judgement is None:

@@ -9,10 +9,12 @@ convention.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from replicalab.models import Protocol
 
 
+@lru_cache(maxsize=1 << 14)
 def canonical_id(name: str) -> str:
     """Canonical item / technique / control id: lower case, spaces and hyphens as underscores."""
     return name.strip().lower().replace(" ", "_").replace("-", "_")

@@ -4,7 +4,8 @@ The lab knows which items can stand in for each other within a technique, which 
 (in the order it prefers them), prices, staff and the calendar.  It does not know the paper's hidden
 reference, so it never touches controls and never adds an item the Scientist left out of its own
 technique; it swaps unavailable items, switches a technique the lab cannot run, clamps the duration
-and trims the sample size to fit budget and staff.
+and trims the sample size to fit budget and staff, shortening the schedule (down to the
+technique's minimum) before cutting the sample size below SAMPLE_FLOOR_FRACTION of what was proposed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, plan_cost
 from replicalab.models import Protocol
 from replicalab.scenario import Scenario, Technique, canonical_id
+
+SAMPLE_FLOOR_FRACTION = 0.75  # keep at least this share of the proposed sample size, if shortening allows
 
 
 def _usable(scenario: Scenario) -> set[str]:
@@ -80,13 +83,23 @@ def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
     re = list(dict.fromkeys(i for i in re if i in usable))
     days = min(max(protocol.duration_days, technique.min_days), lab.time_limit_days)
     controls = [canonical_id(c) for c in protocol.controls]
-    fixed = plan_cost(scenario.equipment_fees, scenario.reagent_costs, scenario.control_costs, eq, [], controls, 0, days)
-    per_sample = plan_cost({}, scenario.reagent_costs, {}, [], re, [], 1, 0)
-    n = protocol.sample_size
-    if per_sample > 0:
-        n = min(n, math.floor((lab.budget_total - fixed) / per_sample))
-    if technique.hours_per_sample > 0:
-        n = min(n, math.floor(lab.staff_count * days * HOURS_PER_STAFF_DAY / technique.hours_per_sample))
+
+    def fits(d: int) -> int:
+        """The largest sample size (up to the proposed one) that budget and staff allow over ``d`` days."""
+        fixed = plan_cost(scenario.equipment_fees, scenario.reagent_costs, scenario.control_costs, eq, [], controls, 0, d)
+        per_sample = plan_cost({}, scenario.reagent_costs, {}, [], re, [], 1, 0)
+        n = protocol.sample_size
+        if per_sample > 0:
+            n = min(n, math.floor((lab.budget_total - fixed) / per_sample))
+        if technique.hours_per_sample > 0:
+            n = min(n, math.floor(lab.staff_count * d * HOURS_PER_STAFF_DAY / technique.hours_per_sample))
+        return n
+
+    n = fits(days)
+    floor = math.ceil(SAMPLE_FLOOR_FRACTION * protocol.sample_size)
+    if n < floor:  # rather shorten the schedule than gut the sample size
+        options = [(fits(d), d) for d in range(days, technique.min_days - 1, -1)]
+        n, days = next(((m, d) for m, d in options if m >= floor), max(options))
     if n < 1:
         return None
     return Protocol(

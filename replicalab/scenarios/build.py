@@ -26,7 +26,8 @@ WORKLOAD_JITTER = (0.8, 1.25)
 MIN_SAMPLE_FRACTION = (0.5, 0.7)
 CONTROLS_PER_PAPER = (2, 3)
 EXTRA_DAYS = (1, 4)
-CLOSE_SUBSTITUTE_COST = (0.03, 0.10)
+MAX_DAYS_CUT = 2
+CLOSE_SUBSTITUTE_COST = (0.02, 0.08)
 FAR_SUBSTITUTE_COST = (0.55, 0.85)
 OPTION_COST = (0.02, 0.08)
 BUDGET_SLACK_LOOSE = (1.15, 1.6)
@@ -122,7 +123,7 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
             conflicts.add("budget")
     ref_min_days = techniques[tref].min_days
     if "time" in conflicts and ref_min_days < d0:
-        time_limit = rng.randint(ref_min_days, d0 - 1)
+        time_limit = rng.randint(max(ref_min_days, d0 - MAX_DAYS_CUT), d0 - 1)
         d_ref = time_limit
     else:
         d_ref = max(d0, ref_min_days)

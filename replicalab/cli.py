@@ -1,0 +1,130 @@
+"""``replicalab <subcommand>``: the one command line.
+
+The command line is an edge: it parses arguments, prints and imports the training stack lazily, so
+``play`` and ``bench env`` work with only the core install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
+
+SCRIPTED_SCIENTISTS = ("naive", "adaptive", "oracle", "random")
+MODEL_PREFIX = "model:"
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be non-negative, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seat(role: str) -> Callable[[str], str]:
+    scripted = SCRIPTED_SCIENTISTS if role == "scientist" else ("scripted",)
+
+    def check(text: str) -> str:
+        if text in scripted or (text.startswith(MODEL_PREFIX) and len(text) > len(MODEL_PREFIX)):
+            return text
+        raise argparse.ArgumentTypeError(
+            f"unknown {role} {text!r}; choose one of {', '.join(scripted)} or model:DIR (model:default)"
+        )
+
+    return check
+
+
+def _scientist_factory(spec: str, seed: int, template: str, difficulty: str):
+    from replicalab import agents
+
+    if spec.startswith(MODEL_PREFIX):
+        from training.model_agent import load_agent_spec
+
+        return load_agent_spec(spec, "scientist")
+    if spec == "oracle":
+        scenario = generate_scenario(seed, template, difficulty)
+        return lambda: agents.OracleScientist(scenario)
+    if spec == "random":
+        return lambda: agents.RandomScientist(seed)
+    return {"naive": agents.NaiveScientist, "adaptive": agents.AdaptiveScientist}[spec]
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from replicalab.env import ReplicaLabEnv
+    from replicalab.episode import run_episode
+    from replicalab.transcript import format_episode
+
+    scientist = _scientist_factory(args.scientist, args.seed, args.template, args.difficulty)()
+    lab_manager = None
+    if args.lab_manager != "scripted":
+        from training.model_agent import load_agent_spec
+
+        lab_manager = load_agent_spec(args.lab_manager, "lab_manager")()
+    env = ReplicaLabEnv(max_rounds=args.max_rounds)
+    log = run_episode(env, scientist, lab_manager, seed=args.seed, template=args.template, difficulty=args.difficulty)
+    print(log.model_dump_json(indent=2) if args.json else format_episode(log))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.what == "env":
+        from replicalab.bench import print_bench_env
+
+        return print_bench_env(args.episodes)
+    raise SystemExit(f"unknown benchmark {args.what!r}")
+
+
+def cmd_build_default_model(args: argparse.Namespace) -> int:
+    from training.default_model import build_default_model
+
+    out = build_default_model(args.out, progress=True)
+    print(f"default model written to {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replicalab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    play = sub.add_parser("play", help="play one episode and print the transcript and score breakdown")
+    play.add_argument("--seed", type=_seed, default=0)
+    play.add_argument("--template", choices=TEMPLATES, default=TEMPLATES[0])
+    play.add_argument("--difficulty", choices=DIFFICULTIES, default="easy")
+    play.add_argument("--scientist", type=_seat("scientist"), default="adaptive",
+                      help=f"{', '.join(SCRIPTED_SCIENTISTS)} or model:DIR")
+    play.add_argument("--lab-manager", type=_seat("lab_manager"), default="scripted", help="scripted or model:DIR")
+    play.add_argument("--max-rounds", type=_positive, default=6)
+    play.add_argument("--json", action="store_true", help="print the EpisodeLog as JSON")
+    play.set_defaults(func=cmd_play)
+
+    bench = sub.add_parser("bench", help="benchmarks that print figures against a baseline")
+    bench.add_argument("what", choices=("env",))
+    bench.add_argument("--episodes", type=_positive, default=5000)
+    bench.set_defaults(func=cmd_bench)
+
+    build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
+    build.add_argument("--out", required=True)
+    build.set_defaults(func=cmd_build_default_model)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

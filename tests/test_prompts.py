@@ -1,0 +1,198 @@
+"""build_messages: contract-derived system text, visible facts only, oldest-first trimming."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replicalab.models import (
+    ConversationEntry,
+    InvalidAction,
+    LabManagerAction,
+    LabManagerActionType,
+    LabManagerObservation,
+    Protocol,
+    ScientistAction,
+    ScientistActionType,
+    ScientistObservation,
+)
+from replicalab.parsing import parse_action
+from replicalab.prompts import build_messages, default_count_tokens, system_prompt
+
+MAX_SYSTEM_WORDS = 350
+
+PROTOCOL = Protocol(
+    sample_size=12, controls=["vehicle control"], technique="qPCR", duration_days=9,
+    required_equipment=["thermocycler"], required_reagents=["SYBR green mix"], rationale="mirrors the paper",
+)
+HISTORY = [
+    ConversationEntry(role="scientist", message=f"message number {i}", round_number=i // 2 + 1,
+                      action_type="propose_protocol" if i % 2 == 0 else "reject")
+    for i in range(8)
+]
+SCIENTIST_OBS = ScientistObservation(
+    paper_title="Gene X silencing", paper_hypothesis="X drives Y", paper_method="siRNA knockdown",
+    paper_key_finding="Y falls by half", experiment_goal="replicate the knockdown effect",
+    conversation_history=HISTORY, current_protocol=PROTOCOL, round_number=5, max_rounds=6,
+)
+SENTINELS = ("zz_sentinel_centrifuge", "98765.43", "zz_booked_item", "zz_stock_reagent",
+             "zz_missing_reagent", "zz_no_open_flames", "4321 days")
+LAB_OBS = LabManagerObservation(
+    budget_total=98765.43, budget_remaining=1234.5, equipment_available=["zz_sentinel_centrifuge"],
+    equipment_booked=["zz_booked_item"], reagents_in_stock=["zz_stock_reagent"],
+    reagents_out_of_stock=["zz_missing_reagent"], staff_count=7, time_limit_days=4321,
+    safety_restrictions=["zz_no_open_flames"], conversation_history=HISTORY, current_protocol=PROTOCOL,
+    round_number=5, max_rounds=6,
+)
+
+
+def _text(messages: list[dict[str, str]]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def _total(messages: list[dict[str, str]], count: Any = default_count_tokens) -> int:
+    return sum(count(m["content"]) for m in messages)
+
+
+# ---------------------------------------------------------------- system message
+
+
+@pytest.mark.parametrize(
+    ("role", "model", "enum"),
+    [("scientist", ScientistAction, ScientistActionType), ("lab_manager", LabManagerAction, LabManagerActionType)],
+)
+def test_system_lists_every_field_and_enum_value(role: str, model: Any, enum: Any) -> None:
+    text = system_prompt(role)
+    for name in model.model_fields:
+        assert f"- {name}:" in text
+    for member in enum:
+        assert member.value in text
+    assert "Reply with exactly one JSON object." in text
+    assert len(text.split()) < MAX_SYSTEM_WORDS
+
+
+def test_system_states_rules_and_goal() -> None:
+    sci, lab = system_prompt("scientist"), system_prompt("lab_manager")
+    assert "sample_size >= 1" in sci and "request_info" in sci and "no protocol payload" in sci
+    assert "replicates the paper" in sci
+    assert "feasible must equal budget_ok and equipment_ok" in lab
+    assert "accept needs feasible=true" in lab and "only on suggest_alternative" in lab
+    assert "budget" in lab and "truthfully" in lab
+
+
+@pytest.mark.parametrize("role", ["scientist", "lab_manager"])
+def test_system_example_is_a_valid_action(role: str) -> None:
+    example = next(line for line in system_prompt(role).splitlines() if line.startswith("Example: "))
+    assert not isinstance(parse_action(example.removeprefix("Example: "), role), InvalidAction)  # type: ignore[arg-type]
+
+
+def test_message_shape_and_system_is_cached() -> None:
+    for obs, role in ((SCIENTIST_OBS, "scientist"), (LAB_OBS, "lab_manager")):
+        messages = build_messages(obs)
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert messages[0]["content"] is system_prompt(role)
+    with pytest.raises(TypeError):
+        build_messages("not an observation")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- user message
+
+
+def test_scientist_facts_protocol_and_dialogue_appear() -> None:
+    user = build_messages(SCIENTIST_OBS)[1]["content"]
+    for fact in ("Gene X silencing", "X drives Y", "siRNA knockdown", "Y falls by half",
+                 "replicate the knockdown effect", "Round 5 of 6"):
+        assert fact in user
+    for value in ("12", "vehicle control", "qPCR", "9", "thermocycler", "SYBR green mix", "mirrors the paper"):
+        assert value in user
+    assert "[round 1] scientist (propose_protocol): message number 0" in user
+    assert "[round 4] scientist (reject): message number 7" in user
+
+
+def test_lab_manager_facts_appear() -> None:
+    user = build_messages(LAB_OBS)[1]["content"]
+    for sentinel in SENTINELS:
+        assert sentinel in user
+    assert "1234.50" in user and "Staff: 7" in user and "qPCR" in user
+
+
+def test_scientist_prompt_never_contains_lab_facts() -> None:
+    text = _text(build_messages(SCIENTIST_OBS))
+    for sentinel in SENTINELS:
+        assert sentinel not in text
+    assert "zz_" not in text
+
+
+def test_empty_observation_renders() -> None:
+    obs = ScientistObservation(paper_title="t", paper_hypothesis="h", paper_method="m",
+                               paper_key_finding="k", experiment_goal="g")
+    user = build_messages(obs)[1]["content"]
+    assert "Current protocol: none yet" in user and "Dialogue: none yet" in user
+
+
+def test_deterministic() -> None:
+    for obs in (SCIENTIST_OBS, LAB_OBS):
+        twin = type(obs).model_validate_json(obs.model_dump_json())
+        assert build_messages(obs) == build_messages(twin)
+        assert build_messages(obs, token_budget=700) == build_messages(twin, token_budget=700)
+
+
+# ---------------------------------------------------------------- trimming
+
+
+@pytest.mark.parametrize("obs", [SCIENTIST_OBS, LAB_OBS])
+def test_tiny_budget_keeps_system_facts_and_protocol(obs: Any) -> None:
+    full = build_messages(obs)
+    tiny = build_messages(obs, token_budget=1)
+    assert tiny[0] == full[0]
+    assert "(8 earlier messages omitted)" in tiny[1]["content"]
+    assert "message number" not in tiny[1]["content"]
+    protocol_line = next(l for l in full[1]["content"].splitlines() if l.startswith("Current protocol:"))
+    assert protocol_line in tiny[1]["content"]
+
+
+def test_no_budget_and_large_budget_keep_everything() -> None:
+    full = build_messages(SCIENTIST_OBS)
+    assert build_messages(SCIENTIST_OBS, token_budget=10**6) == full
+    assert "omitted" not in full[1]["content"]
+
+
+def test_dialogue_is_trimmed_oldest_first() -> None:
+    full_total = _total(build_messages(SCIENTIST_OBS), len)
+    previous_kept, partial_seen = -1, False
+    for budget in range(full_total - 400, full_total + 1, 10):
+        messages = build_messages(SCIENTIST_OBS, token_budget=budget, count_tokens=len)
+        kept = [i for i in range(8) if f": message number {i}\n" in messages[1]["content"]]
+        partial_seen = partial_seen or 0 < len(kept) < 8
+        assert kept == list(range(8 - len(kept), 8))  # always a suffix: the newest entries survive
+        assert len(kept) >= previous_kept  # more budget never keeps fewer entries
+        previous_kept = len(kept)
+        if kept:
+            assert _total(messages, len) <= budget
+        if len(kept) < 8:
+            assert f"({8 - len(kept)} earlier messages omitted)" in messages[1]["content"]
+    assert previous_kept == 8 and partial_seen
+
+
+entries = st.builds(
+    ConversationEntry,
+    role=st.sampled_from(["scientist", "lab_manager", "system"]),
+    message=st.text(min_size=1, max_size=300).filter(str.strip),
+    round_number=st.integers(min_value=0, max_value=10),
+    action_type=st.one_of(st.none(), st.sampled_from(["accept", "reject", "request_info"])),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(history=st.lists(entries, max_size=12), budget=st.integers(min_value=0, max_value=3000))
+def test_trimming_property(history: list[ConversationEntry], budget: int) -> None:
+    obs = SCIENTIST_OBS.model_copy(update={"conversation_history": history})
+    messages = build_messages(obs, token_budget=budget)
+    user = messages[1]["content"]
+    assert messages[0]["content"] == system_prompt("scientist")
+    assert "Gene X silencing" in user and '"technique":"qPCR"' in user
+    if _total(messages) > budget:  # only the minimal version may exceed the budget
+        assert not history or f"({len(history)} earlier messages omitted)" in user

@@ -1,0 +1,90 @@
+"""Scenario generation: determinism, variety, difficulty, solvability and bad input."""
+
+import hashlib
+
+import pytest
+
+from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS, generate_scenario
+from replicalab.lab import check_feasibility
+from replicalab.lab.repair import _runnable, _usable
+
+CELLS = [(t, d) for t in TEMPLATES for d in DIFFICULTIES]
+DISTINCT_TARGET = 10_000
+
+
+def fingerprint(s) -> str:
+    lab = s.lab
+    parts = (s.paper_method, s.paper_title, repr(sorted(s.equipment_fees.items())),
+             repr(sorted(s.reagent_costs.items())), repr(sorted(s.control_costs.items())), repr(lab),
+             repr(s.reference), s.reference_protocol.model_dump_json())
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()
+
+
+def test_at_least_three_templates_and_three_difficulties():
+    assert len(TEMPLATES) >= 3 and DIFFICULTIES == ("easy", "medium", "hard")
+
+
+@pytest.mark.parametrize("template, difficulty", CELLS)
+def test_ten_thousand_distinct_scenarios_per_cell(template, difficulty):
+    prints = {fingerprint(generate_scenario(seed, template, difficulty)) for seed in range(DISTINCT_TARGET)}
+    assert len(prints) == DISTINCT_TARGET
+
+
+@pytest.mark.parametrize("template, difficulty", CELLS)
+def test_same_seed_same_scenario(template, difficulty):
+    assert fingerprint(generate_scenario(5, template, difficulty)) == fingerprint(generate_scenario(5, template, difficulty))
+    assert fingerprint(generate_scenario(5, template, difficulty)) != fingerprint(generate_scenario(6, template, difficulty))
+
+
+@pytest.mark.parametrize("template, difficulty", CELLS)
+def test_difficulty_meaning_and_solvability(template, difficulty):
+    for seed in HELDOUT_SEEDS[:300]:
+        s = generate_scenario(seed, template, difficulty)
+        assert check_feasibility(s.reference_protocol, s).ok, (seed, check_feasibility(s.reference_protocol, s))
+        paper = check_feasibility(s.paper_protocol, s)
+        if difficulty == "easy":
+            assert paper.ok
+        else:
+            assert not paper.ok
+        if difficulty == "hard":  # the paper's technique cannot run here: a technique change is needed
+            assert not _runnable(s.techniques[s.reference.core_technique], s, _usable(s))
+            assert s.reference_protocol.technique != s.reference.core_technique
+
+
+def test_hard_has_several_conflicts_and_tight_budget():
+    conflicts, slack = [], []
+    for seed in range(300):
+        s = generate_scenario(seed, "cell_biology", "hard")
+        conflicts.append(len(check_feasibility(s.paper_protocol, s).failed))
+        slack.append(s.lab.budget_total / check_feasibility(s.reference_protocol, s).cost)
+    assert sum(conflicts) / len(conflicts) >= 3
+    assert sorted(slack)[len(slack) // 2] < 1.1  # the median reference plan uses >90% of the budget
+
+
+def test_seed_splits_are_disjoint():
+    assert not set(range(TRAIN_SEEDS.start, TRAIN_SEEDS.stop, 997)) & set(HELDOUT_SEEDS)
+    assert TRAIN_SEEDS.stop <= HELDOUT_SEEDS.start or HELDOUT_SEEDS.stop <= TRAIN_SEEDS.start
+
+
+def test_bad_input_lists_valid_choices():
+    with pytest.raises(ValueError, match="valid templates: cell_biology, ml_benchmark"):
+        generate_scenario(0, "astrology", "easy")
+    with pytest.raises(ValueError, match="valid difficulties: easy, medium, hard"):
+        generate_scenario(0, "cell_biology", "nightmare")
+    with pytest.raises(ValueError, match="non-negative"):
+        generate_scenario(-1, "cell_biology", "easy")
+    with pytest.raises(ValueError, match="integer"):
+        generate_scenario("3", "cell_biology", "easy")
+
+
+def test_brief_states_the_paper_protocol_in_canonical_names():
+    from replicalab.agents.brief import published_protocol
+    from replicalab.env import ReplicaLabEnv
+
+    for t in TEMPLATES:
+        env = ReplicaLabEnv()
+        obs = env.reset(11, t, "medium").scientist
+        p = env.scenario.paper_protocol
+        brief = published_protocol(obs)
+        assert brief["technique"] == p.technique and brief["sample_size"] == p.sample_size
+        assert brief["required_reagents"] == p.required_reagents and brief["controls"] == p.controls
