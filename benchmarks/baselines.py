@@ -1,0 +1,45 @@
+"""Mean reward (and the 10-point core) of the scripted Scientists on held-out seeds, per cell.
+
+    python benchmarks/baselines.py --episodes 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
+from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+
+AGENTS = {
+    "naive": lambda seed, s: NaiveScientist(),
+    "adaptive": lambda seed, s: AdaptiveScientist(),
+    "oracle": lambda seed, s: OracleScientist(s),
+    "random": lambda seed, s: RandomScientist(seed),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=300)
+    n = parser.parse_args().episodes
+    env = ReplicaLabEnv()
+    print(f"held-out seeds {HELDOUT_SEEDS.start}..{HELDOUT_SEEDS.start + n - 1}; cells show mean total (mean core)")
+    print("| template | difficulty | " + " | ".join(AGENTS) + " |")
+    print("|---|---|" + "---|" * len(AGENTS))
+    for t in TEMPLATES:
+        for d in DIFFICULTIES:
+            cells = []
+            for make in AGENTS.values():
+                totals, cores = [], []
+                for seed in HELDOUT_SEEDS[:n]:
+                    log = run_episode(env, make(seed, generate_scenario(seed, t, d)), seed=seed, template=t, difficulty=d)
+                    b = log.reward_breakdown
+                    totals.append(log.total_reward)
+                    cores.append(10 * b.rigor * b.feasibility * b.fidelity)
+                cells.append(f"{statistics.mean(totals):.2f} ({statistics.mean(cores):.2f})")
+            print(f"| {t} | {d} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

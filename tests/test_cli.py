@@ -1,0 +1,43 @@
+"""The command line as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from replicalab.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "replicalab.cli", *args], capture_output=True, text=True)
+
+
+def test_play_prints_transcript_and_breakdown(capsys):
+    assert main(["play", "--seed", "3", "--template", "ml_benchmark", "--difficulty", "medium"]) == 0
+    out = capsys.readouterr().out
+    assert "Episode ml_benchmark-medium-3" in out and "[round 1] Scientist (propose_protocol)" in out
+    assert "total" in out and "fidelity" in out and "Verdict:" in out
+
+
+def test_play_json_is_an_episode_log(capsys):
+    main(["play", "--seed", "4", "--scientist", "oracle", "--json"])
+    log = json.loads(capsys.readouterr().out)
+    assert log["agreement_reached"] and log["reward_spec_version"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["play", "--template", "astrology"], "choose from 'cell_biology', 'ml_benchmark', 'behavioral_psychology'"),
+    (["play", "--difficulty", "insane"], "choose from 'easy', 'medium', 'hard'"),
+    (["play", "--seed", "-1"], "seed must be non-negative"),
+    (["play", "--scientist", "genius"], "choose one of naive, adaptive, oracle, random or model:DIR"),
+])
+def test_bad_arguments_name_the_valid_choices(args, message):
+    r = run_cli(*args)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_bench_env_prints_rates(capsys):
+    assert main(["bench", "env", "--episodes", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "episode, adaptive scientist" in out and "scenario generation only" in out and "/s" in out

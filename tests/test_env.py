@@ -1,0 +1,162 @@
+"""Env rules, determinism, replay and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from replicalab import DIFFICULTIES, TEMPLATES, ReplicaLabEnv, replay_episode, run_episode
+from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+from replicalab.models import InvalidAction, LabManagerAction, ScientistAction
+
+ACCEPT = ScientistAction(action_type="accept")
+FLAGS_OK = dict(feasible=True, budget_ok=True, equipment_ok=True, reagents_ok=True, schedule_ok=True, staff_ok=True)
+LM_ACCEPT = LabManagerAction(action_type="accept", explanation="fine", **FLAGS_OK)
+LM_REPORT = LabManagerAction(action_type="report_feasibility", explanation="noted", **FLAGS_OK)
+
+
+def _propose(env) -> ScientistAction:
+    p = env.scenario.reference_protocol
+    return ScientistAction(action_type="propose_protocol", **p.model_dump())
+
+
+def test_bilateral_agreement_scientist_accepts_after_lab_manager():
+    env = ReplicaLabEnv()
+    obs = env.reset(1, "cell_biology", "easy")
+    assert env.current_role == "scientist" and obs.lab_manager is None and obs.scientist is not None
+    r = env.step(_propose(env))
+    assert env.current_role == "lab_manager" and r.observation.scientist is None and not r.done
+    r = env.step(LM_ACCEPT)
+    assert not r.done
+    r = env.step(ACCEPT)
+    assert r.done and r.info.agreement_reached and r.info.terminated and r.reward > 8
+
+
+def test_unilateral_accept_is_not_agreement_and_rounds_run_out():
+    env = ReplicaLabEnv(max_rounds=3)
+    env.reset(1, "cell_biology", "easy")
+    env.step(_propose(env))
+    while not env.done:
+        if env.current_role == "lab_manager":
+            r = env.step(LM_REPORT)
+        else:
+            r = env.step(ACCEPT)  # the lab manager never accepts
+    assert r.done and not r.info.agreement_reached and r.info.truncated
+    log = env.episode_log()
+    assert log.verdict == "no_agreement" and log.total_reward < 0 and log.rounds_used == 3
+
+
+def test_lab_manager_accept_of_accepted_suggestion_is_agreement():
+    env = ReplicaLabEnv()
+    env.reset(2, "ml_benchmark", "medium")
+    log = run_episode(env, NaiveScientist(), seed=2, template="ml_benchmark", difficulty="medium")
+    kinds = [(e.role, e.action_type) for e in log.transcript]
+    assert kinds == [("scientist", "propose_protocol"), ("lab_manager", "suggest_alternative"),
+                     ("scientist", "accept"), ("lab_manager", "accept")]
+    assert log.agreement_reached and log.rounds_used == 2
+
+
+def test_invalid_turns_consume_the_turn_and_two_in_a_row_end_it():
+    env = ReplicaLabEnv()
+    env.reset(3, "behavioral_psychology", "easy")
+    r = env.step(ACCEPT)  # nothing on the table
+    assert r.info.invalid_turn and not r.done and env.current_role == "lab_manager"
+    env.step(LM_REPORT)
+    r = env.step(InvalidAction(role="scientist", error="unparseable", raw_text="{{"))
+    assert r.done and r.info.terminated and not r.info.agreement_reached
+    log = env.episode_log()
+    assert log.invalid_turns == {"scientist": 2, "lab_manager": 0}
+    assert log.reward_breakdown.penalties["invalid_turns"] == 1.0
+    assert log.turns[-1].raw_text == "{{" and log.turns[0].error.startswith("accept with no protocol")
+
+
+def test_wrong_role_raises_and_leaves_state_untouched():
+    env = ReplicaLabEnv()
+    env.reset(4, "cell_biology", "medium")
+    before = env.state().model_dump_json()
+    with pytest.raises(ValueError, match="scientist's turn"):
+        env.step(LM_ACCEPT)
+    with pytest.raises(ValueError, match="scientist's turn"):
+        env.step(InvalidAction(role="lab_manager", error="x"))
+    assert env.state().model_dump_json() == before
+
+
+def test_step_after_end_and_before_reset_raise():
+    with pytest.raises(RuntimeError, match="reset"):
+        ReplicaLabEnv().step(ACCEPT)
+    env = ReplicaLabEnv()
+    run_episode(env, NaiveScientist(), seed=0, template="cell_biology", difficulty="easy")
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step(ACCEPT)
+    with pytest.raises(ValueError, match="valid templates"):
+        env.reset(0, "nope", "easy")
+    with pytest.raises(ValueError):
+        ReplicaLabEnv(max_rounds=0)
+
+
+def test_episodes_are_always_bounded():
+    env = ReplicaLabEnv()
+    for seed in range(200):
+        log = run_episode(env, RandomScientist(seed), seed=seed, template=TEMPLATES[seed % 3],
+                          difficulty=DIFFICULTIES[seed % 3])
+        assert log.rounds_used <= log.max_rounds and len(log.turns) <= 2 * log.max_rounds
+
+
+@pytest.mark.parametrize("agent", [NaiveScientist, AdaptiveScientist, "oracle", "random"])
+def test_replay_reproduces_the_log(agent):
+    env = ReplicaLabEnv()
+    for seed, t, d in [(10, "cell_biology", "hard"), (11, "ml_benchmark", "medium"), (12, "behavioral_psychology", "easy")]:
+        make = {"oracle": lambda: OracleScientist(env.scenario), "random": lambda: RandomScientist(seed)}.get(agent, agent)
+        env.reset(seed, t, d)
+        log = run_episode(env, make(), seed=seed, template=t, difficulty=d)
+        assert replay_episode(log).model_dump_json() == log.model_dump_json()
+
+
+TWIN = """
+import sys
+from replicalab import ReplicaLabEnv, run_episode
+from replicalab.agents import RandomScientist, AdaptiveScientist
+env = ReplicaLabEnv()
+for seed in range(6):
+    for agent in (RandomScientist(seed), AdaptiveScientist()):
+        sys.stdout.write(run_episode(env, agent, seed=seed, template="ml_benchmark", difficulty="hard").model_dump_json() + "\\n")
+"""
+
+
+def test_same_seed_same_log_in_two_processes():
+    outs = [
+        subprocess.run([sys.executable, "-c", TWIN], capture_output=True, text=True, check=True,
+                       env={"PYTHONHASHSEED": str(h), "PATH": ""}).stdout
+        for h in (1, 2)
+    ]
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) == 12
+    assert json.loads(outs[0].splitlines()[0])["episode_id"] == "ml_benchmark-hard-0"
+
+
+def test_scientist_prompt_never_contains_lab_facts():
+    from replicalab.prompts import build_messages
+
+    env = ReplicaLabEnv()
+    leaks = checked = 0
+    for seed in range(150):
+        t, d = TEMPLATES[seed % 3], DIFFICULTIES[seed % 3]
+        obs = env.reset(seed, t, d)
+        s = env.scenario
+        said = ""
+        while not env.done:
+            if env.current_role == "scientist":
+                text = " ".join(m["content"] for m in build_messages(obs.scientist))
+                # every lab fact not yet said in the dialogue must be absent from the prompt
+                secret = [f"{s.lab.budget_total:.2f}", *s.lab.safety_restrictions]
+                secret += [i for i in s.lab.equipment_available + s.lab.equipment_booked + s.lab.reagents_in_stock
+                           + s.lab.reagents_out_of_stock if i not in s.paper_method]
+                leaks += sum(1 for x in secret if x and x in text and x not in said)
+                checked += 1
+                action = AdaptiveScientist()(obs.scientist)
+            else:
+                action = __import__("replicalab.lab", fromlist=["x"]).ScriptedLabManager(s)(obs.lab_manager)
+            r = env.step(action)
+            said = " ".join(e.message for e in env.history)
+            obs = r.observation
+    assert leaks == 0 and checked > 150

@@ -1,0 +1,93 @@
+"""Lab truth and the scripted Lab Manager."""
+
+import random
+
+import pytest
+
+from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, generate_scenario
+from replicalab.lab import ScriptedLabManager, check_feasibility
+from replicalab.lab.answers import answer_question
+from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
+
+CELLS = [(t, d) for t in TEMPLATES for d in DIFFICULTIES]
+
+
+def _with(p: Protocol, **change) -> Protocol:
+    return p.model_copy(update=change)
+
+
+def _obs(s, protocol, history=()):
+    lab = s.lab
+    return LabManagerObservation(
+        budget_total=lab.budget_total, budget_remaining=lab.budget_total,
+        equipment_available=list(lab.equipment_available), equipment_booked=list(lab.equipment_booked),
+        reagents_in_stock=list(lab.reagents_in_stock), reagents_out_of_stock=list(lab.reagents_out_of_stock),
+        staff_count=lab.staff_count, time_limit_days=lab.time_limit_days,
+        safety_restrictions=list(lab.safety_restrictions), conversation_history=list(history),
+        current_protocol=protocol, round_number=0, max_rounds=6,
+    )
+
+
+def test_each_dimension_fails_with_a_reason():
+    s = generate_scenario(3, "cell_biology", "easy")
+    ref = s.reference_protocol
+    assert check_feasibility(ref, s).ok
+    huge = check_feasibility(_with(ref, sample_size=10**6), s)
+    assert "budget" in huge.failed and "staff" in huge.failed and "over the budget" in huge.reasons["budget"][0]
+    late = check_feasibility(_with(ref, duration_days=s.lab.time_limit_days + 1), s)
+    assert late.failed == ("schedule",) or "schedule" in late.failed
+    assert "time limit" in " ".join(late.reasons["schedule"])
+    zero = check_feasibility(_with(ref, duration_days=0), s)
+    assert "schedule" in zero.failed and "needs at least" in zero.reasons["schedule"][0]
+    empty = check_feasibility(_with(ref, required_equipment=[], required_reagents=[]), s)
+    assert {"equipment", "reagents"} <= set(empty.failed) and empty.missing_slots
+    invented = check_feasibility(_with(ref, required_equipment=ref.required_equipment + ["warp_drive"]), s)
+    assert invented.unknown_items == ("warp_drive",) and "equipment" in invented.failed
+
+
+def test_booked_out_of_stock_and_safety_are_reported():
+    found = set()
+    for seed in range(200):
+        s = generate_scenario(seed, "cell_biology", "hard")
+        r = check_feasibility(s.paper_protocol, s)
+        text = " ".join(x for d in r.failed for x in r.reasons[d])
+        found |= {k for k in ("booked during the window", "out of stock", "forbidden by the lab's safety rules",
+                              "the lab has no") if k in text}
+    assert len(found) == 4
+
+
+@pytest.mark.parametrize("template, difficulty", CELLS)
+def test_manager_always_emits_valid_actions_and_useful_suggestions(template, difficulty):
+    rng = random.Random(0)
+    for seed in HELDOUT_SEEDS[:60]:
+        s = generate_scenario(seed, template, difficulty)
+        lm = ScriptedLabManager(s)
+        candidates = [s.paper_protocol, s.reference_protocol, None,
+                      _with(s.paper_protocol, sample_size=rng.randint(1, 10**5), duration_days=rng.randint(0, 40)),
+                      _with(s.paper_protocol, required_equipment=[], technique="no_such_technique")]
+        for p in candidates:
+            action = lm(_obs(s, p))
+            assert isinstance(action, LabManagerAction)
+            LabManagerAction.model_validate(action.model_dump())  # re-validates every rule
+            if p is None:
+                continue
+            report = check_feasibility(p, s)
+            assert (action.action_type.value == "accept") == report.ok
+            assert action.feasible == report.ok
+            if action.action_type.value == "suggest_alternative":
+                from replicalab.render import apply_suggestion
+
+                after = check_feasibility(apply_suggestion(p, action), s)
+                assert after.ok or len(after.failed) < len(report.failed)
+
+
+def test_questions_get_answers_from_the_lab():
+    s = generate_scenario(8, "ml_benchmark", "medium")
+    lab = s.lab
+    assert f"{lab.budget_total:.0f}" in answer_question("What is our budget?", s)
+    assert f"{lab.staff_count} people" in answer_question("How many staff do we have?", s)
+    assert f"{lab.time_limit_days} days" in answer_question("How many days?", s)
+    item = lab.equipment_booked[0] if lab.equipment_booked else lab.equipment_available[0]
+    expected = "booked" if lab.equipment_booked else "available"
+    assert expected in answer_question(f"Is {item} available?", s)
+    assert answer_question("What is the meaning of life?", s) is None
