@@ -215,3 +215,40 @@ def build_messages(
             omitted += 1
     user = _user_text(head, dialogue, omitted, role)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def followup_message(observation: PromptObservation, seen: int) -> dict[str, str]:
+    """The user message of a later turn in an append-only chat: what happened since the role's
+    previous turn (dialogue entries from index ``seen`` on, except the role's own, which the chat
+    already holds as the assistant's reply), the round and the current protocol."""
+    role = "scientist" if isinstance(observation, ScientistObservation) else "lab_manager"
+    news = [_entry_line(e) for e in observation.conversation_history[seen:] if e.role != role]
+    lines = [*(news or ["(no new messages)"]),
+             f"Round {observation.round_number} of {observation.max_rounds}",
+             _protocol_line(observation.current_protocol),
+             f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}"]
+    return {"role": "user", "content": "\n".join(lines)}
+
+
+class RoleChat:
+    """The append-only chat of one role in one episode.
+
+    The first turn is ``build_messages``; each later turn appends the role's previous reply (as the
+    assistant) and a ``followup_message``, so every prompt extends the previous one and a whole
+    episode is one sequence whose model tokens can be trained on together.
+    """
+
+    def __init__(self) -> None:
+        self.messages: Messages = []
+        self.seen = 0
+
+    def next_prompt(self, observation: PromptObservation, **budget: Any) -> Messages:
+        if not self.messages:
+            self.messages = build_messages(observation, **budget)
+        else:
+            self.messages.append(followup_message(observation, self.seen))
+        self.seen = len(observation.conversation_history)
+        return list(self.messages)
+
+    def add_reply(self, text: str) -> None:
+        self.messages.append({"role": "assistant", "content": text})

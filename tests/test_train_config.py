@@ -1,0 +1,221 @@
+"""TrainConfig: every YAML under configs/ loads, unknown keys fail, overrides parse, seeds stay in the
+train split, the resolved config round-trips."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
+from training.config import (
+    RESOLVED_CONFIG_NAME, ConfigError, TrainConfig, load_train_config, parse_seat, save_resolved, train_rows,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+#: configs/<dir> -> "module:loader".  A dir whose loader does not exist yet is skipped, not failed.
+LOADERS = {
+    "train": "training.config:load_train_config",
+    "eval": "training.eval_config:load_eval_config",
+    "sweeps": "training.sweep_config:load_sweep_config",
+}
+HEAVY_MODULES = ("torch", "ray", "trl", "transformers", "wandb")
+ALL_YAML = sorted(CONFIGS.glob("**/*.yaml")) + sorted(CONFIGS.glob("**/*.yml"))
+
+
+def _loader(kind: str):
+    target = LOADERS.get(kind)
+    if target is None:
+        pytest.skip(f"no config loader registered for configs/{kind}/ (add it to LOADERS)")
+    module, _, name = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        pytest.skip(f"{target} does not exist yet")
+
+
+@pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: str(p.relative_to(CONFIGS)))
+def test_every_yaml_under_configs_loads(path: Path) -> None:
+    kind = path.relative_to(CONFIGS).parts[0]
+    cfg = _loader(kind)(path)
+    assert cfg is not None
+
+
+def test_train_configs_exist_and_differ() -> None:
+    names = {p.stem for p in (CONFIGS / "train").glob("*.yaml")}
+    assert {"default", "selfplay", "gpu"} <= names
+    default = load_train_config(CONFIGS / "train" / "default.yaml")
+    assert default.model == "default" and default.seats.trained_roles == ("scientist",)
+    assert default.seats.lab_manager == "scripted" and default.device == "auto"
+    assert default.num_train_rows * default.grpo.num_generations <= 2000  # stays a tiny CPU run
+    assert load_train_config(CONFIGS / "train" / "selfplay.yaml").seats.trained_roles == ("scientist", "lab_manager")
+    gpu = load_train_config(CONFIGS / "train" / "gpu.yaml")
+    assert gpu.device == "cuda" and gpu.resolve_bf16("cuda") and gpu.model != "default"
+    assert gpu.grpo.episodes_per_step > default.grpo.episodes_per_step
+
+
+def test_config_modules_import_no_heavy_libraries() -> None:
+    code = ("import sys, training.config, training.metrics; "
+            f"print([m for m in {HEAVY_MODULES!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# ----- unknown keys and malformed input -------------------------------------------------------
+def test_unknown_key_in_yaml_names_key_and_valid_keys(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("grpo:\n  bta: 0.1\n")
+    with pytest.raises(ConfigError, match=r"grpo\.bta") as err:
+        load_train_config(path)
+    assert "valid keys under 'grpo'" in str(err.value) and "beta" in str(err.value)
+    path.write_text("learning_rate: 0.1\n")
+    with pytest.raises(ConfigError, match=r"valid keys at the top level: run_name.*grpo"):
+        load_train_config(path)
+
+
+def test_unknown_key_in_override_names_key_and_valid_keys() -> None:
+    pattern = r"rollout\.sampling\.temp.*valid keys under 'rollout\.sampling'.*temperature"
+    with pytest.raises(ConfigError, match=pattern):
+        load_train_config(None, ["rollout.sampling.temp=0.5"])
+    with pytest.raises(ConfigError, match=r"'nope'.*valid keys at the top level"):
+        load_train_config(None, ["nope=1"])
+
+
+@pytest.mark.parametrize("bad", ["grpo.beta", "=3", "grpo..beta=1", ".beta=1"])
+def test_malformed_override_fails_clearly(bad: str) -> None:
+    with pytest.raises(ConfigError, match="malformed override"):
+        load_train_config(None, [bad])
+
+
+def test_yaml_must_be_a_mapping_and_may_be_empty(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_train_config(path)
+    path.write_text("# nothing but a comment\n")
+    assert load_train_config(path) == TrainConfig()
+
+
+# ----- overrides ---------------------------------------------------------------------------------
+def test_overrides_parse_types_and_deep_merge(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("grpo:\n  beta: 0.5\n  max_steps: 7\nrollout:\n  sampling:\n    temperature: 0.9\n")
+    cfg = load_train_config(path, [
+        "grpo.beta=0.04", "seats.lab_manager=policy", "data.templates=[cell_biology]", "rollout.num_workers=3",
+        "wandb.entity=", "grpo.scale_rewards=false", "run_name=2024", "bf16=false", "grpo.learning_rate=1e-5",
+        "wandb.tags=[a, b]",
+    ])
+    assert cfg.grpo.beta == 0.04 and isinstance(cfg.grpo.beta, float)
+    assert cfg.grpo.max_steps == 7  # from the YAML, untouched by overrides
+    assert cfg.rollout.sampling.temperature == 0.9
+    assert cfg.rollout.sampling.max_new_tokens == TrainConfig().rollout.sampling.max_new_tokens  # deep merge
+    assert cfg.seats.trained_roles == ("scientist", "lab_manager")
+    assert cfg.data.templates == ["cell_biology"] and cfg.data.difficulties == list(DIFFICULTIES)
+    assert cfg.rollout.num_workers == 3 and cfg.wandb.entity is None and cfg.grpo.scale_rewards == "none"
+    assert cfg.run_name == "2024" and cfg.bf16 is False and cfg.grpo.learning_rate == 1e-5
+    assert cfg.wandb.tags == ["a", "b"]
+
+
+@pytest.mark.parametrize("override,match", [
+    ("data.templates=[astrology]", "valid choices: " + ", ".join(TEMPLATES)),
+    ("data.difficulties=[extreme]", "valid choices: " + ", ".join(DIFFICULTIES)),
+    ("grpo.loss_type=ppo", "loss_type"),
+    ("grpo.scale_rewards=std", "scale_rewards"),
+    ("grpo.num_generations=1", "num_generations"),
+    ("rollout.backend=threads", "backend"),
+    ("rollout.sampling.do_sample=false", "do_sample"),
+    ("bf16=true", "bf16"),  # device=auto is fine; see below for cpu
+    ("grpo.warmup_ratio=1.0", "warmup_ratio"),
+    ("grpo.gradient_accumulation_steps=5", "divisible"),
+])
+def test_bad_values_fail(override: str, match: str) -> None:
+    overrides = [override] + (["device=cpu"] if override == "bf16=true" else [])
+    with pytest.raises(ValueError, match=match):
+        load_train_config(None, overrides)
+
+
+def test_all_trl_loss_types_and_scale_rewards_accepted() -> None:
+    for loss in ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"):
+        assert load_train_config(None, [f"grpo.loss_type={loss}"]).grpo.loss_type == loss
+    for value, expected in (("group", "group"), ("batch", "batch"), ("none", "none"), ("true", "group")):
+        assert load_train_config(None, [f"grpo.scale_rewards={value}"]).grpo.scale_rewards == expected
+
+
+# ----- seats -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seats,ok", [
+    ({"scientist": "policy", "lab_manager": "scripted"}, True),
+    ({"scientist": "scripted:naive", "lab_manager": "policy"}, True),
+    ({"scientist": "scripted:random", "lab_manager": "policy"}, True),
+    ({"scientist": "policy", "lab_manager": "model:runs/x/checkpoint-10"}, True),
+    ({"scientist": "scripted", "lab_manager": "scripted"}, False),  # nobody trains
+    ({"scientist": "model:a", "lab_manager": "model:b"}, False),
+    ({"scientist": "policy", "lab_manager": "scripted:naive"}, False),  # scripted:* is scientist-only
+    ({"scientist": "scripted:oracle", "lab_manager": "policy"}, False),
+    ({"scientist": "policy", "lab_manager": "human"}, False),
+    ({"scientist": "policy", "lab_manager": "model:"}, False),
+])
+def test_seat_rules(seats: dict, ok: bool) -> None:
+    if ok:
+        cfg = TrainConfig.model_validate({"seats": seats})
+        assert cfg.seats.trained_roles == tuple(r for r in ("scientist", "lab_manager") if seats[r] == "policy")
+    else:
+        with pytest.raises(ValueError, match="seat"):
+            TrainConfig.model_validate({"seats": seats})
+
+
+def test_parse_seat() -> None:
+    assert parse_seat("scientist", "scripted") == ("scripted", "adaptive")
+    assert parse_seat("lab_manager", "scripted") == ("scripted", "")
+    assert parse_seat("scientist", "scripted:naive") == ("scripted", "naive")
+    assert parse_seat("lab_manager", "model:/ckpt") == ("model", "/ckpt")
+    assert parse_seat("scientist", "policy") == ("policy", "")
+
+
+# ----- training seeds ----------------------------------------------------------------------------
+def test_train_rows_never_yield_heldout_seeds() -> None:
+    cfg = load_train_config(None, ["seats.lab_manager=policy", "seed=7"])
+    rows = train_rows(cfg, 20_000)
+    seeds = [r["seed"] for r in rows]
+    assert all(s in TRAIN_SEEDS and s not in HELDOUT_SEEDS for s in seeds)
+    assert len(set(seeds)) == len(seeds)
+    assert rows == train_rows(cfg, 20_000)  # deterministic
+    assert seeds != [r["seed"] for r in train_rows(cfg.model_copy(update={"seed": 8}), 20_000)]
+
+
+def test_train_rows_cycle_roles_and_cells() -> None:
+    cfg = load_train_config(None, ["seats.lab_manager=policy", "data.difficulties=[easy, hard]"])
+    rows = train_rows(cfg, 24)
+    assert [r["role"] for r in rows[:4]] == ["scientist", "lab_manager", "scientist", "lab_manager"]
+    cells = [(r["template"], r["difficulty"]) for r in rows[::2]]
+    expected = [(t, d) for t in TEMPLATES for d in ("easy", "hard")]
+    assert cells == expected * 2
+    assert {r["role"] for r in train_rows(load_train_config(None), 10)} == {"scientist"}
+
+
+def test_seed_offset_must_leave_room_in_train_seeds() -> None:
+    n = len(TRAIN_SEEDS)
+    with pytest.raises(ValueError, match="seed_offset"):
+        load_train_config(None, [f"data.seed_offset={n}"])
+    with pytest.raises(ValueError, match="training seeds"):  # room for fewer rows than the run consumes
+        load_train_config(None, [f"data.seed_offset={n - 10}", "grpo.max_steps=3", "grpo.groups_per_step=4"])
+    cfg = load_train_config(None, [f"data.seed_offset={n - 10}", "grpo.max_steps=2", "grpo.groups_per_step=4"])
+    rows = train_rows(cfg, 10)
+    assert sorted(r["seed"] for r in rows) == list(TRAIN_SEEDS[n - 10:])
+    with pytest.raises(ValueError, match="distinct training seeds"):
+        train_rows(cfg, 11)
+
+
+# ----- resolved config ---------------------------------------------------------------------------
+@pytest.mark.parametrize("overrides", [
+    [], ["grpo.epsilon_high=0.28", "wandb.tags=[x, y]", "bf16=true", "device=cuda", "rollout.ray_address=auto",
+         "seats.scientist=scripted:random", "seats.lab_manager=policy", "grpo.learning_rate=3e-7"],
+])
+def test_saved_config_round_trips(tmp_path: Path, overrides: list[str]) -> None:
+    cfg = load_train_config(CONFIGS / "train" / "default.yaml", overrides)
+    path = save_resolved(cfg, tmp_path / "run")
+    assert path == tmp_path / "run" / RESOLVED_CONFIG_NAME
+    assert load_train_config(path) == cfg

@@ -1,0 +1,218 @@
+"""Episode metrics and the driver-side run logger (JSONL always, W&B per config).
+
+``episode_metrics`` is pure (no wandb import) and works on any list of EpisodeLogs.  ``RunLogger`` is
+the one sink a training or evaluation driver writes to: ``metrics.jsonl``, ``episodes.jsonl`` and
+``summary.json`` in the run directory, and, unless ``cfg.wandb.mode == "disabled"``, a W&B run whose
+files live in ``<run_dir>/wandb/``.  Workers never log; they return records to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from replicalab.judge.constants import CORE_SCALE
+from replicalab.models import EpisodeLog, RewardBreakdown
+from replicalab.transcript import format_episode
+from training.config import TrainConfig, save_resolved
+
+METRICS_FILE = "metrics.jsonl"
+EPISODES_FILE = "episodes.jsonl"
+SUMMARY_FILE = "summary.json"
+#: W&B key of the per-step transcript table.
+TRANSCRIPT_TABLE_KEY = "transcripts"
+TRANSCRIPT_COLUMNS = ["step", "episode_id", "role", "template", "difficulty", "reward", "verdict", "transcript"]
+#: Breakdown fields averaged as ``reward/<name>``.
+COMPONENTS = ("rigor", "feasibility", "fidelity", "efficiency_bonus", "communication_bonus")
+_EMPTY = RewardBreakdown()
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
+    """Aggregate metrics of a batch of episodes; ``{}`` for an empty batch.
+
+    - ``reward/mean``, ``reward/std`` (population) of ``total_reward``; ``reward/<component>`` means of
+      the judge breakdown (a log without one counts as zeros), ``reward/core`` = mean of
+      ``CORE_SCALE * rigor * feasibility * fidelity`` and ``penalty/<name>`` (0 where absent).
+    - ``episode/agreement_rate``, ``episode/timeout_rate`` (``truncated``), ``episode/rounds`` (mean
+      ``rounds_used``), ``episode/count``.
+    - ``episode/invalid_action_rate``: turns with an error (unparseable output or an action the env
+      rejected) / all turns; ``episode/parse_failure_rate``: turns with no action / all turns; the same
+      two per role as ``by_role/<role>/...``.
+    - ``by_difficulty/<d>/reward``, ``by_difficulty/<d>/agreement_rate``, ``by_difficulty/<d>/count``.
+    """
+    if not logs:
+        return {}
+    breakdowns = [log.reward_breakdown or _EMPTY for log in logs]
+    rewards = [log.total_reward for log in logs]
+    out: dict[str, float] = {
+        "reward/mean": _mean(rewards),
+        "reward/std": float(statistics.pstdev(rewards)),
+        "reward/core": _mean(CORE_SCALE * b.rigor * b.feasibility * b.fidelity for b in breakdowns),
+    }
+    for name in COMPONENTS:
+        out[f"reward/{name}"] = _mean(getattr(b, name) for b in breakdowns)
+    for name in sorted({k for b in breakdowns for k in b.penalties}):
+        out[f"penalty/{name}"] = _mean(b.penalties.get(name, 0.0) for b in breakdowns)
+
+    turns = [t for log in logs for t in log.turns]
+    out["episode/count"] = float(len(logs))
+    out["episode/agreement_rate"] = _mean(float(log.agreement_reached) for log in logs)
+    out["episode/timeout_rate"] = _mean(float(log.truncated) for log in logs)
+    out["episode/rounds"] = _mean(log.rounds_used for log in logs)
+    out["episode/invalid_action_rate"] = _mean(float(t.error is not None) for t in turns)
+    out["episode/parse_failure_rate"] = _mean(float(t.action is None) for t in turns)
+    for role in sorted({t.role for t in turns}):
+        mine = [t for t in turns if t.role == role]
+        out[f"by_role/{role}/invalid_action_rate"] = _mean(float(t.error is not None) for t in mine)
+        out[f"by_role/{role}/parse_failure_rate"] = _mean(float(t.action is None) for t in mine)
+
+    by_difficulty: dict[str, list[EpisodeLog]] = defaultdict(list)
+    for log in logs:
+        by_difficulty[log.difficulty].append(log)
+    for difficulty, group in sorted(by_difficulty.items()):
+        out[f"by_difficulty/{difficulty}/reward"] = _mean(log.total_reward for log in group)
+        out[f"by_difficulty/{difficulty}/agreement_rate"] = _mean(float(log.agreement_reached) for log in group)
+        out[f"by_difficulty/{difficulty}/count"] = float(len(group))
+    return out
+
+
+def transcript_text(log: EpisodeLog) -> str:
+    """Readable transcript of ``log`` (the judge breakdown included when the log has one)."""
+    if log.final_state is not None and log.reward_breakdown is not None:
+        return format_episode(log)
+    return "\n".join(f"[round {e.round_number + 1}] {e.role}: {e.message}" for e in log.transcript)
+
+
+def _spread(n: int, k: int) -> list[int]:
+    """``k`` indices spread evenly over ``range(n)`` (first and last included), no repeats."""
+    if k <= 0 or n == 0:
+        return []
+    if k >= n:
+        return list(range(n))
+    if k == 1:
+        return [0]
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+
+
+def _append_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+
+
+class RunLogger:
+    """Driver-side sink for one run.  Steps passed to ``log``/``log_episodes`` must not decrease.
+
+    Saves the resolved config (``config.yaml``) at once, then writes ``metrics.jsonl`` (``{"step",
+    **metrics}`` per ``log``), ``episodes.jsonl`` (``{"step", "role", "log": EpisodeLog JSON}`` per
+    episode) and ``summary.json`` under ``run_dir``, and mirrors everything to a W&B run
+    (``cfg.wandb``; offline by default, ``dir=run_dir``, the resolved config as ``config``).  wandb is
+    imported only when the mode is not ``disabled``.  ``finish`` is idempotent; the logger is a
+    context manager.  Any config with ``run_name`` and a ``wandb`` section works as ``cfg``.
+    """
+
+    def __init__(self, run_dir: str | Path, cfg: TrainConfig) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.cfg = cfg
+        self.metrics_path = self.run_dir / METRICS_FILE
+        self.episodes_path = self.run_dir / EPISODES_FILE
+        self.summary_path = self.run_dir / SUMMARY_FILE
+        self.config_path = save_resolved(cfg, self.run_dir)
+        self._summary: dict[str, Any] = {}
+        self._finished = False
+        self._wandb: Any = None
+        self.run: Any = None  # the wandb Run, or None when disabled / finished
+        if cfg.wandb.mode != "disabled":
+            import wandb
+
+            self._wandb = wandb
+            w = cfg.wandb
+            self.run = wandb.init(
+                mode=w.mode, project=w.project, entity=w.entity, group=w.group, tags=list(w.tags) or None,
+                name=cfg.run_name, dir=str(self.run_dir), config=cfg.model_dump(mode="json"),
+                reinit="create_new",  # each RunLogger owns its run; never hands back an older one
+                settings=wandb.Settings(console="off", x_disable_stats=True),
+            )
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise RuntimeError("RunLogger.finish() was already called")
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Record scalar ``metrics`` at ``step`` (JSONL line + W&B history)."""
+        self._check_open()
+        _append_jsonl(self.metrics_path, [{"step": step, **metrics}])
+        if self.run is not None:
+            self.run.log(dict(metrics), step=step)
+
+    def log_episodes(self, step: int, logs: Sequence[EpisodeLog], roles: Optional[Sequence[str]] = None) -> None:
+        """Append every log to ``episodes.jsonl``; log a W&B table of up to ``transcripts_per_step``
+        transcripts spread from the lowest to the highest reward.  ``roles`` (optional, one per log)
+        names the seat each episode was played for.  Every table cell is a string."""
+        self._check_open()
+        if roles is not None and len(roles) != len(logs):
+            raise ValueError(f"got {len(roles)} roles for {len(logs)} logs")
+        role_of = list(roles) if roles is not None else [""] * len(logs)
+        _append_jsonl(self.episodes_path, (
+            {"step": step, "role": role, "log": log.model_dump(mode="json")} for log, role in zip(logs, role_of)))
+        if self.run is None:
+            return
+        order = sorted(range(len(logs)), key=lambda i: logs[i].total_reward)
+        picked = [order[i] for i in _spread(len(order), self.cfg.wandb.transcripts_per_step)]
+        if not picked:
+            return
+        rows = [[str(step), logs[i].episode_id, role_of[i], logs[i].scenario_template, logs[i].difficulty,
+                 f"{logs[i].total_reward:.4f}", logs[i].verdict, transcript_text(logs[i])] for i in picked]
+        table = self._wandb.Table(columns=TRANSCRIPT_COLUMNS, data=rows)
+        self.run.log({TRANSCRIPT_TABLE_KEY: table}, step=step)
+
+    def log_artifact(self, path: str | Path, name: str, type: str = "model",
+                     aliases: Optional[Sequence[str]] = None) -> None:
+        """Log a file or directory (a checkpoint) as a W&B artifact; a no-op when W&B is disabled.
+        ``name`` may hold letters, digits, ``-``, ``_`` and ``.``."""
+        self._check_open()
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"artifact path {path} does not exist")
+        if self.run is None:
+            return
+        artifact = self._wandb.Artifact(name, type=type)
+        if path.is_dir():
+            artifact.add_dir(str(path))
+        else:
+            artifact.add_file(str(path))
+        self.run.log_artifact(artifact, aliases=list(aliases) if aliases else None)
+
+    def summary(self, values: Mapping[str, Any]) -> None:
+        """Merge ``values`` into the run summary (``summary.json`` and the W&B summary)."""
+        self._check_open()
+        self._summary.update(values)
+        self.summary_path.write_text(json.dumps(self._summary, indent=2, sort_keys=True), encoding="utf-8")
+        if self.run is not None:
+            self.run.summary.update(dict(values))
+
+    def finish(self, exit_code: int = 0) -> None:
+        """Close the W&B run (safe to call more than once)."""
+        if self._finished:
+            return
+        self._finished = True
+        run, self.run = self.run, None
+        if run is not None:
+            run.finish(exit_code=exit_code)
+
+    def __enter__(self) -> "RunLogger":
+        return self
+
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.finish(exit_code=0 if exc_type is None else 1)
