@@ -95,6 +95,19 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from training.config import ConfigError, load_train_config
+
+    try:
+        cfg = load_train_config(args.config, args.overrides)
+    except (ConfigError, ValueError) as exc:
+        raise SystemExit(f"replicalab train: bad config: {exc}") from None
+    from training.train import print_summary, run_train
+
+    print_summary(run_train(cfg, resume=args.resume))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replicalab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("what", choices=("env",))
     bench.add_argument("--episodes", type=_positive, default=5000)
     bench.set_defaults(func=cmd_bench)
+
+    train = sub.add_parser("train", help="GRPO training from a config (YAML overrides TrainConfig defaults)")
+    train.add_argument("--config", default="configs/train/default.yaml")
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. grpo.max_steps=4 seats.lab_manager=policy")
+    train.add_argument("--resume", action="store_true", help="continue from the run's newest checkpoint")
+    train.set_defaults(func=cmd_train)
 
     build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
     build.add_argument("--out", required=True)

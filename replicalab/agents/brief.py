@@ -2,30 +2,31 @@
 
 from __future__ import annotations
 
+import json
+
 from replicalab.models import ScientistObservation
 
 MARKER = "Published protocol:"
 
 
+PROTOCOL_FIELDS = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
+
+
 def published_protocol(obs: ScientistObservation) -> dict:
-    """The brief's protocol as ScientistAction fields; empty when the brief states none."""
+    """The brief's protocol as ScientistAction fields; empty when the brief states none.
+
+    The brief ends with ``Published protocol: {json}``, the fields in ScientistAction order."""
     text = obs.paper_method
     start = text.find(MARKER)
     if start < 0:
         return {}
-    fields: dict[str, str] = {}
-    for part in text[start + len(MARKER):].strip().rstrip(".").split("; "):
-        key, _, value = part.partition("=")
-        fields[key.strip()] = value.strip()
-    split = lambda v: [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
     try:
-        return dict(
-            technique=fields["technique"], sample_size=int(fields["sample_size"]),
-            controls=split(fields["controls"]), duration_days=int(fields["duration_days"]),
-            required_equipment=split(fields["equipment"]), required_reagents=split(fields["reagents"]),
-        )
-    except (KeyError, ValueError):
+        fields = json.loads(text[start + len(MARKER):])
+    except ValueError:
         return {}
+    if not isinstance(fields, dict) or set(fields) != set(PROTOCOL_FIELDS):
+        return {}
+    return fields
 
 
 def last_lab_manager_action(obs: ScientistObservation) -> str | None:

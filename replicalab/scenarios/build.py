@@ -15,6 +15,7 @@ All randomness comes from one ``random.Random`` seeded by ``(template, difficult
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -208,15 +209,15 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         substitutes=substitutes, option_costs=option_costs, critical_items=critical,
     )
     fmt = dict(subject=_readable(subject), treatment=_readable(treatment), technique=_readable(t0))
-    published = (
-        f"technique={t0}; sample_size={n0}; controls={', '.join(controls)}; duration_days={d0}; "
-        f"equipment={', '.join(paper.required_equipment)}; reagents={', '.join(paper.required_reagents)}"
-    )
+    published = json.dumps({
+        "sample_size": n0, "controls": controls, "technique": t0, "duration_days": d0,
+        "required_equipment": paper.required_equipment, "required_reagents": paper.required_reagents,
+    }, separators=(",", ":"))
     scenario = Scenario(
         seed=seed, template=domain.name, difficulty=difficulty,
         paper_title=rng.choice(domain.title_templates).format(**fmt),
         paper_hypothesis=domain.hypothesis_template.format(**fmt),
-        paper_method=f"{specs[t0].description} Published protocol: {published}.",
+        paper_method=f"{specs[t0].description} Published protocol: {published}",
         paper_key_finding=domain.finding_template.format(n=n0, unit=domain.sample_unit, **fmt),
         experiment_goal=domain.goal_template.format(**fmt),
         paper_protocol=paper, techniques=techniques, equipment_fees=fees, reagent_costs=costs,

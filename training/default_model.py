@@ -1,0 +1,203 @@
+"""The embedded default model: a tiny Qwen2-style LM and BPE tokenizer built locally, SFT-warm-started.
+
+``build_default_model(out_dir)`` (a) records transcripts of the scripted agents on training seeds,
+(b) trains a byte-level BPE tokenizer on them, (c) builds a Qwen2 model from ``DefaultModelConfig``,
+(d) warm-starts it with TRL's ``SFTTrainer`` and (e) writes a standard Hugging Face checkpoint
+directory (config, weights, tokenizer, generation config, ``README.md`` model card, and
+``build_info.json``).  ``resolve_default_model()`` finds it, building it on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+from training.model_config import (
+    DEFAULT_MODEL_DIRNAME,
+    DEFAULT_MODEL_ENV,
+    IM_END_TOKEN,
+    PAD_TOKEN,
+    DefaultModelConfig,
+)
+from training.sft import run_sft, sequence_lengths
+from training.tokenizer_build import save_and_verify, train_tokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BUILD_INFO_FILE = "build_info.json"
+#: Completion tokens the context must hold beyond the longest training prompt.
+MIN_COMPLETION_ROOM = 64
+
+
+def default_model_dir() -> Path:
+    """``$REPLICALAB_DEFAULT_MODEL`` if set, else ``<repo>/artifacts/default-model``."""
+    env = os.environ.get(DEFAULT_MODEL_ENV)
+    return Path(env).expanduser() if env else REPO_ROOT / "artifacts" / DEFAULT_MODEL_DIRNAME
+
+
+def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool = True) -> Path:
+    """The default model's directory, built there first if it holds no checkpoint yet."""
+    target = Path(path).expanduser() if path is not None else default_model_dir()
+    if not (target / "config.json").exists():
+        build_default_model(target, progress=progress)
+    return target
+
+
+def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: int) -> Qwen2ForCausalLM:
+    """A freshly initialised Qwen2 causal LM with the configured architecture."""
+    arch = cfg.architecture
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_hidden_layers,
+        num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads,
+        max_position_embeddings=arch.max_position_embeddings,
+        rope_theta=arch.rope_theta,
+        tie_word_embeddings=arch.tie_word_embeddings,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    torch.manual_seed(cfg.sft.seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[eos_id], pad_token_id=pad_id, bos_token_id=None, do_sample=False,
+        max_new_tokens=cfg.max_new_tokens,
+    )
+    return model
+
+
+def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] = None, *,
+                        progress: bool = True) -> Path:
+    """Build the default model into ``out_dir`` (replacing it) and return the directory.
+
+    The build writes into a sibling scratch directory and renames it at the end, so an interrupted
+    build never leaves a half-written checkpoint behind.
+    """
+    from training.sft_data import collect_examples, example_texts  # needs the game package
+
+    cfg = cfg or DefaultModelConfig()
+    out = Path(out_dir).expanduser().resolve()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    torch.set_num_threads(cfg.torch_threads)
+    _say(progress, f"[default-model] recording scripted transcripts on {cfg.n_train_seeds} train seeds")
+    sci, lab, stats = collect_examples(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
+                                       max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
+    examples = _interleave(sci, lab)
+    _say(progress, f"[default-model] {len(sci)} scientist + {len(lab)} lab-manager examples "
+                   f"from {stats.episodes} episodes; training tokenizer")
+    tokenizer = train_tokenizer(example_texts(examples), vocab_size=cfg.vocab_size,
+                                min_frequency=cfg.tokenizer_min_frequency)
+    lengths = sequence_lengths(tokenizer, examples)
+    max_len = max(lengths)
+    positions = cfg.architecture.max_position_embeddings
+    if max_len + MIN_COMPLETION_ROOM > positions:
+        raise ValueError(f"longest example has {max_len} tokens; max_position_embeddings={positions} is too small")
+    model = make_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    n_params = sum(p.numel() for p in model.parameters())
+    _say(progress, f"[default-model] {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, "
+                   f"longest example {max_len} tokens (mean {sum(lengths) / len(lengths):.0f}); SFT")
+    phases = []
+    if cfg.sft.lm_steps:
+        _say(progress, f"[default-model] SFT phase 1: {cfg.sft.lm_steps} steps, loss on all tokens")
+        phases.append(run_sft(model, tokenizer, examples, cfg.sft, max_length=max_len,
+                              max_steps=cfg.sft.lm_steps, completion_only=False, progress=progress))
+    _say(progress, f"[default-model] SFT phase 2: {cfg.sft.completion_steps} steps, completion-only loss")
+    phases.append(run_sft(model, tokenizer, examples, cfg.sft, max_length=max_len,
+                          max_steps=cfg.sft.completion_steps, completion_only=True, progress=progress))
+    sft = phases[-1]
+    scratch = out.with_name(out.name + ".building")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    model.save_pretrained(str(scratch))
+    save_and_verify(tokenizer, scratch, probes=[m["content"] for m in examples[0]["prompt"]])
+    info: dict[str, Any] = {
+        "config": cfg.model_dump(mode="json"),
+        "parameters": n_params,
+        "vocab_size": len(tokenizer),
+        "transcripts": {**stats.__dict__, "seeds": list(stats.seeds)},
+        "max_example_tokens": max_len,
+        "mean_example_tokens": sum(lengths) / len(lengths),
+        "sft": sft.__dict__,
+        "sft_phases": [p.__dict__ for p in phases],
+        "cpu_seconds": time.process_time() - cpu_started,
+        "build_seconds": time.perf_counter() - started,
+        "torch": torch.__version__,
+    }
+    (scratch / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    (scratch / "README.md").write_text(model_card(info))
+    if out.exists():
+        shutil.rmtree(out)
+    scratch.rename(out)
+    _say(progress, f"[default-model] wrote {out} in {info['build_seconds']:.0f}s "
+                   f"(SFT steps {[p.steps for p in phases]}, final-phase mean loss {sft.mean_loss:.3f})")
+    return out
+
+
+def _interleave(a: list[dict], b: list[dict]) -> list[dict]:
+    """Both seats' examples in one list (already shuffled per seat by the collector)."""
+    out: list[dict] = []
+    for i in range(max(len(a), len(b))):
+        out.extend(x[i] for x in (a, b) if i < len(x))
+    return out
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        print(text, flush=True)
+
+
+def model_card(info: dict[str, Any]) -> str:
+    """The checkpoint's README.md: how it was made."""
+    cfg, tr, sft = info["config"], info["transcripts"], info["sft"]
+    seeds = tr["seeds"]
+    return "\n".join([
+        "# ReplicaLab embedded default model",
+        "",
+        "A tiny Qwen2-architecture causal LM with a byte-level BPE tokenizer, both built locally from",
+        "`training.model_config.DefaultModelConfig` (no hub download) by `training.default_model.build_default_model`,",
+        "then warm-started by supervised fine-tuning (TRL `SFTTrainer`: a language-model phase, then",
+        "completion-only loss) on transcripts of ReplicaLab's scripted agents. It plays either seat: the",
+        "system prompt says which role it has.",
+        "",
+        "## Architecture",
+        f"- parameters: {info['parameters']:,}; vocabulary: {info['vocab_size']} tokens "
+        f"(`<|endoftext|>` pads, `<|im_end|>` ends a turn and is the only stop token)",
+        f"- {json.dumps(cfg['architecture'])}",
+        "- chat template: `<|im_start|>role\\ncontent<|im_end|>` per message",
+        "",
+        "## Data",
+        f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
+        "from `TRAIN_SEEDS` only) x every template x every difficulty",
+        f"- Scientist seat: `AdaptiveScientist` ({tr['naive_episodes']} episodes with `NaiveScientist`, "
+        "which contribute Lab Manager turns only); Lab Manager seat: `ScriptedLabManager`",
+        f"- examples: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager; prompt = "
+        "`replicalab.prompts.build_messages(observation)`, completion = `replicalab.parsing.format_action(action)`",
+        f"- longest example {info['max_example_tokens']} tokens (mean {info['mean_example_tokens']:.0f}); "
+        f"SFT max_length {sft['max_length']}",
+        f"- mean reward of the recorded AdaptiveScientist episodes: {tr['mean_reward_adaptive']:.3f}",
+        "",
+        "## Training",
+        f"- SFT hyperparameters: {json.dumps(cfg['sft'])}",
+        *(f"- phase {i + 1} ({'completion-only loss' if p['completion_only'] else 'loss on all tokens'}): "
+          f"{p['steps']} optimizer steps in {p['seconds']:.0f}s, mean training loss {p['mean_loss']:.4f}"
+          for i, p in enumerate(info["sft_phases"])),
+        f"- total build time {info['build_seconds']:.0f}s wall, {info['cpu_seconds']:.0f}s CPU, "
+        f"{cfg['torch_threads']} torch threads (torch {info['torch']})",
+        "",
+        "## Use",
+        "```python",
+        "from training.policy import PolicyModel",
+        "policy = PolicyModel('<this directory>')",
+        "```",
+        "or `replicalab play --scientist model:<this directory>`.",
+        "",
+    ])

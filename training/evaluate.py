@@ -1,0 +1,127 @@
+"""``replicalab eval``: agents as the Scientist against a fixed Lab Manager on one seed split.
+
+Writes ``report.json`` (per agent an ``overall`` block and a ``by_cell`` block keyed
+``template/difficulty``; plus the split and seeds), ``report.md`` (the same as tables) and PNG plots,
+and logs the report to W&B.  Every agent plays the same seeds, so comparisons are paired.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+from replicalab.models import EpisodeLog
+from training.eval_config import EvaluationConfig
+from training.metrics import episode_metrics
+from training.model_config import SamplingConfig
+from training.records import EpisodeJob
+
+CI_LEVEL = 0.95
+ORACLE = "scripted:oracle"
+
+
+def bootstrap_ci(values: Sequence[float], samples: int = 2000, seed: int = 0) -> list[float]:
+    """Percentile bootstrap interval of the mean at CI_LEVEL."""
+    if not values:
+        return [float("nan"), float("nan")]
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(samples))
+    tail = (1 - CI_LEVEL) / 2
+    return [means[int(tail * (samples - 1))], means[int((1 - tail) * (samples - 1))]]
+
+
+def agent_model_dir(spec: str) -> str | None:
+    if spec.startswith("scripted:"):
+        return None
+    return spec[len("model:"):] if spec.startswith("model:") else spec
+
+
+def jobs_for(cfg: EvaluationConfig) -> list[EpisodeJob]:
+    cells = [(t, d, s) for t, d in cfg.cells for s in cfg.seeds]
+    return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="scientist") for i, (t, d, s) in enumerate(cells)]
+
+
+def play_agent(spec: str, cfg: EvaluationConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
+    """Every job's EpisodeLog with ``spec`` in the Scientist seat (greedy decoding for models)."""
+    from training.rollout_backends import make_backend
+    from training.rollout_core import load_frozen, play_jobs
+
+    greedy = SamplingConfig(do_sample=False, max_new_tokens=cfg.max_new_tokens)
+    model_dir = agent_model_dir(spec)
+    if model_dir is None:
+        frozen = load_frozen([cfg.lab_manager], device="cpu")
+        records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=greedy,
+                            max_rounds=cfg.max_rounds, frozen=frozen)
+        return [r.log for r in records]
+    frozen_specs = [cfg.lab_manager] if cfg.lab_manager.startswith("model:") else []
+    backend = make_backend(cfg.backend, model=model_dir, scientist="policy", lab_manager=cfg.lab_manager,
+                           sampling=greedy, max_rounds=cfg.max_rounds, device="auto",
+                           num_workers=cfg.num_workers, frozen=frozen_specs)
+    try:
+        return [r.log for r in backend.collect(jobs)]
+    finally:
+        backend.close()
+
+
+def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[str, Any]:
+    m = episode_metrics(logs)
+    rewards = [log.total_reward for log in logs]
+    mean = statistics.fmean(rewards)
+    return {
+        "mean_reward": mean, "ci95": bootstrap_ci(rewards, samples),
+        "agreement_rate": m["episode/agreement_rate"], "mean_rounds": m["episode/rounds"],
+        "invalid_action_rate": m["episode/invalid_action_rate"],
+        "parse_failure_rate": m["episode/parse_failure_rate"], "timeout_rate": m["episode/timeout_rate"],
+        "rigor": m["reward/rigor"], "feasibility": m["reward/feasibility"], "fidelity": m["reward/fidelity"],
+        "oracle_fraction": mean / oracle_mean if oracle_mean > 0 else float("nan"),
+        "episodes": len(logs),
+    }
+
+
+def build_report(cfg: EvaluationConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
+    oracle = played[ORACLE]
+    report: dict[str, Any] = {"split": cfg.split, "seeds": cfg.seeds, "lab_manager": cfg.lab_manager,
+                              "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}}
+    for spec, logs in played.items():
+        if spec == ORACLE and ORACLE not in cfg.agents:
+            continue
+        by_cell = {}
+        for t, d in cfg.cells:
+            mine = [log for log in logs if log.scenario_template == t and log.difficulty == d]
+            ref = statistics.fmean(log.total_reward for log in oracle if log.scenario_template == t and log.difficulty == d)
+            by_cell[f"{t}/{d}"] = block(mine, ref, cfg.bootstrap_samples)
+        overall = block(logs, statistics.fmean(log.total_reward for log in oracle), cfg.bootstrap_samples)
+        report["agents"][spec] = {"overall": overall, "by_cell": by_cell}
+    return report
+
+
+def run_eval(cfg: EvaluationConfig, *, progress: bool = True) -> dict[str, Any]:
+    from training.metrics import RunLogger
+    from training.report import plot_report, report_markdown
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = jobs_for(cfg)
+    played: dict[str, list[EpisodeLog]] = {}
+    for spec in dict.fromkeys([*cfg.agents, ORACLE]):
+        if progress:
+            print(f"evaluating {spec} on {len(jobs)} {cfg.split} episodes ...", flush=True)
+        played[spec] = play_agent(spec, cfg, jobs)
+    report = build_report(cfg, played)
+    (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    (out / "report.md").write_text(report_markdown(report), encoding="utf-8")
+    plots = plot_report(report, out)
+    with RunLogger(out, cfg) as logger:
+        flat = {f"eval/{spec}/{k}": v for spec, a in report["agents"].items()
+                for k, v in a["overall"].items() if isinstance(v, (int, float))}
+        logger.log(0, flat)
+        for spec, logs in played.items():
+            logger.log_episodes(0, logs, roles=[spec] * len(logs))
+        for path in plots:
+            logger.log_artifact(path, name=path.stem, type="plot")
+        logger.log_artifact(out / "report.json", name="report", type="report")
+    return report

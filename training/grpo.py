@@ -1,0 +1,159 @@
+"""The TRL glue (the only module that imports trl): GRPO with a rollout function that plays
+ReplicaLab episodes on a rollout backend.
+
+Each dataset row names one (seed, role, template, difficulty) from the training split; TRL repeats
+it ``num_generations`` times, so every GRPO group is G episodes of one scenario, one role and one
+opponent, and advantages never mix roles.  The reward is the judge's total, passed through from the
+rollout; every component is logged by ``RunLogger``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from training.config import TrainConfig, train_rows
+from training.metrics import RunLogger, episode_metrics
+from training.records import EpisodeJob, RolloutRecord
+
+REWARD_KEY = "judge_total"
+STEP_SEED_STRIDE = 1_000_003
+
+
+def job_key(row: dict) -> str:
+    """The prompt string TRL carries for a row: the episode it stands for."""
+    return json.dumps({k: row[k] for k in ("seed", "role", "template", "difficulty")}, sort_keys=True)
+
+
+def build_dataset(cfg: TrainConfig, n_rows: int) -> Dataset:
+    rows = train_rows(cfg, n_rows)
+    return Dataset.from_list([{"prompt": job_key(r), **r} for r in rows])
+
+
+def judge_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """GRPO reward: the judge's total of each episode, computed in the rollout."""
+    return [float(x) for x in kwargs[REWARD_KEY]]
+
+
+def model_state_numpy(model) -> dict[str, np.ndarray]:
+    return {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+
+
+class EpisodeRollouts:
+    """TRL ``rollout_func``: ship the current weights, play the batch's episodes, return token records."""
+
+    def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
+        self.backend, self.cfg, self.logger = backend, cfg, logger
+        self.episodes_played = 0
+
+    def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
+        step = trainer.state.global_step
+        self.backend.set_weights(model_state_numpy(trainer.model), step)
+        g = self.cfg.grpo.num_generations
+        jobs = [
+            EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
+        ]
+        records: list[RolloutRecord] = self.backend.collect(jobs, sampling_seed=self.cfg.seed * STEP_SEED_STRIDE + step)
+        stale = [r.job.job_id for r in records if r.weights_version != step]
+        if stale or [r.job.job_id for r in records] != [j.job_id for j in jobs]:
+            raise RuntimeError(f"rollout returned stale or missing episodes (stale: {stale[:5]})")
+        self.episodes_played += len(records)
+        logs = [r.log for r in records]
+        self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
+                               **_trajectory_metrics(records)})
+        self.logger.log_episodes(step, logs)
+        trajectories = [r.trajectory for r in records]
+        return {
+            "prompt_ids": [t.prompt_ids for t in trajectories],
+            "completion_ids": [t.completion_ids for t in trajectories],
+            "logprobs": [t.logprobs for t in trajectories],
+            "env_mask": [t.env_mask for t in trajectories],
+            REWARD_KEY: [t.reward for t in trajectories],
+        }
+
+
+def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
+    ts = [r.trajectory for r in records]
+    model_tokens = sum(sum(t.env_mask) for t in ts)
+    turns = sum(t.turns for t in ts)
+    return {
+        "rollout/model_tokens": float(model_tokens),
+        "rollout/trajectory_tokens_max": float(max(len(t.completion_ids) for t in ts)),
+        "rollout/model_parse_failure_rate": sum(t.parse_failures for t in ts) / max(1, turns),
+    }
+
+
+class LoggerCallback(TrainerCallback):
+    """Forward TRL's scalars (loss, KL, clip ratios, lr...) to the run logger; checkpoints as artifacts."""
+
+    def __init__(self, logger: RunLogger):
+        self.logger = logger
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs:
+            scalars = {f"train/{k}": float(v) for k, v in logs.items() if isinstance(v, (int, float))}
+            self.logger.log(state.global_step, scalars)
+
+    def on_save(self, args, state, control, **kwargs):
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if path.exists():
+            self.logger.log_artifact(path, name=f"checkpoint-{state.global_step}", type="model")
+
+
+def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> GRPOConfig:
+    g = cfg.grpo
+    return GRPOConfig(
+        output_dir=str(run_dir / "checkpoints"),
+        per_device_train_batch_size=g.episodes_per_step // g.gradient_accumulation_steps,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        num_generations=g.num_generations,
+        max_steps=g.max_steps,
+        learning_rate=g.learning_rate,
+        lr_scheduler_type=g.lr_scheduler_type,
+        warmup_steps=g.warmup_ratio,  # a float below 1 is a ratio of max_steps
+        weight_decay=g.weight_decay,
+        max_grad_norm=g.max_grad_norm,
+        beta=g.beta,
+        loss_type=g.loss_type,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        num_iterations=g.num_iterations,
+        scale_rewards=g.scale_rewards,
+        importance_sampling_level=g.importance_sampling_level,
+        max_completion_length=g.max_completion_length,
+        save_strategy="steps",
+        save_steps=cfg.checkpoint.save_steps,
+        save_total_limit=cfg.checkpoint.save_total_limit,
+        logging_steps=1,
+        report_to="none",
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        use_cpu=use_cpu,
+        bf16=bf16,
+        shuffle_dataset=True,
+        disable_tqdm=False,
+    )
+
+
+def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, logger: RunLogger,
+                  use_cpu: bool, bf16: bool) -> GRPOTrainer:
+    from transformers import AutoTokenizer
+
+    n_rows = cfg.num_train_rows
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    trainer = GRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=[judge_reward],
+        args=grpo_config(cfg, run_dir, use_cpu, bf16),
+        train_dataset=build_dataset(cfg, n_rows),
+        processing_class=tokenizer,
+        rollout_func=EpisodeRollouts(backend, cfg, logger),
+        callbacks=[LoggerCallback(logger)],
+    )
+    return trainer

@@ -1,0 +1,111 @@
+"""Torch-free configs for policy sampling and the embedded default model.
+
+These validate anywhere (no torch, transformers or trl import), so YAML configs that override them
+can be checked on any machine.  ``training/policy.py`` and ``training/default_model.py`` consume them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+#: Special tokens of the embedded tokenizer.  ``<|endoftext|>`` pads; ``<|im_end|>`` ends a turn.
+PAD_TOKEN = "<|endoftext|>"
+IM_START_TOKEN = "<|im_start|>"
+IM_END_TOKEN = "<|im_end|>"
+SPECIAL_TOKENS: tuple[str, ...] = (PAD_TOKEN, IM_START_TOKEN, IM_END_TOKEN)
+
+#: Default directory name (under ``<repo>/artifacts``) of the embedded model.
+DEFAULT_MODEL_DIRNAME = "default-model"
+#: Environment variable that overrides where the default model lives.
+DEFAULT_MODEL_ENV = "REPLICALAB_DEFAULT_MODEL"
+
+
+class SamplingConfig(BaseModel):
+    """How a ``PolicyModel`` samples completions.
+
+    ``do_sample=False`` is greedy decoding (temperature, top_p and top_k are then ignored).
+    ``top_k=0`` disables top-k filtering; ``top_p=1.0`` disables nucleus filtering.
+    ``seed`` seeds torch's generator once per ``generate`` call (None leaves it alone).
+    """
+
+    model_config = _STRICT
+
+    temperature: float = Field(default=1.0, gt=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=0)
+    max_new_tokens: int = Field(default=256, ge=1)
+    do_sample: bool = True
+    seed: Optional[int] = None
+
+
+class ArchitectureConfig(BaseModel):
+    """Qwen2-style decoder of the embedded default model (tied embeddings)."""
+
+    model_config = _STRICT
+
+    hidden_size: int = Field(default=128, ge=16)
+    intermediate_size: int = Field(default=384, ge=16)
+    num_hidden_layers: int = Field(default=4, ge=1)
+    num_attention_heads: int = Field(default=4, ge=1)
+    num_key_value_heads: int = Field(default=2, ge=1)
+    max_position_embeddings: int = Field(default=2048, ge=64)
+    rope_theta: float = Field(default=10000.0, gt=0.0)
+    tie_word_embeddings: bool = True
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> "ArchitectureConfig":
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError("hidden_size must be divisible by num_attention_heads")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must be divisible by num_key_value_heads")
+        return self
+
+
+class SFTHyperParams(BaseModel):
+    """Supervised warm-start on transcripts of the scripted agents (TRL ``SFTTrainer``).
+
+    Two phases over the same prompt/completion conversations: ``lm_steps`` optimizer steps with the
+    loss on every token (the model is built from scratch, so it first learns the transcripts'
+    language: formats, item names, copying), then ``completion_steps`` with TRL's completion-only
+    loss (the actions).  Each phase has its own warmup and schedule.
+    """
+
+    model_config = _STRICT
+
+    learning_rate: float = Field(default=3e-3, gt=0.0)
+    lm_steps: int = Field(default=300, ge=0)
+    completion_steps: int = Field(default=450, ge=1)
+    per_device_train_batch_size: int = Field(default=4, ge=1)
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "cosine"
+    seed: int = 0
+    logging_steps: int = Field(default=50, ge=1)
+
+
+class DefaultModelConfig(BaseModel):
+    """Everything that determines the embedded default model.
+
+    Transcripts come from scripted episodes on ``n_train_seeds`` seeds taken from the start of
+    ``TRAIN_SEEDS`` (never ``HELDOUT_SEEDS``), each played on every template x difficulty.  The
+    Scientist seat is ``AdaptiveScientist`` except for a ``naive_fraction`` of episodes played by
+    ``NaiveScientist`` (those contribute Lab Manager turns only); the Lab Manager seat is
+    ``ScriptedLabManager``.  Both seats' turns become prompt/completion examples.
+    """
+
+    model_config = _STRICT
+
+    vocab_size: int = Field(default=2048, ge=300)
+    tokenizer_min_frequency: int = Field(default=2, ge=1)
+    architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
+    sft: SFTHyperParams = Field(default_factory=SFTHyperParams)
+    n_train_seeds: int = Field(default=60, ge=1)
+    naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    max_rounds: int = Field(default=6, ge=1)
+    max_new_tokens: int = Field(default=256, ge=16)
+    torch_threads: int = Field(default=2, ge=1)

@@ -1,0 +1,231 @@
+"""A Hugging Face causal LM as a batched, log-prob-reporting policy.
+
+``PolicyModel`` loads any model id or local checkpoint directory offline-friendly (whatever
+``from_pretrained`` resolves; set ``HF_HUB_OFFLINE=1`` to forbid the hub), chat-templates a batch of
+conversations, left-pads them and answers them with ONE ``model.generate`` call.  Each answer is a
+``Generation`` record carrying the prompt ids, the completion ids and the log-probability of every
+completion token -- what GRPO needs later.
+
+Log-prob convention: ``log_softmax(raw_logits / temperature)`` at the sampled token, i.e. the
+temperature-scaled model distribution *before* top-k / top-p filtering (the convention of TRL's
+GRPO, which recomputes log-probs from ``logits / temperature``).  Greedy decoding uses temperature 1.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from training.model_config import SamplingConfig
+
+logger = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+#: Fallback context length when a config does not declare ``max_position_embeddings``.
+DEFAULT_MAX_POSITIONS = 2048
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled completion.
+
+    ``completion_ids`` ends with the stop token when ``finished`` (the stop token is kept so a trainer
+    learns to stop) and never contains padding; ``logprobs[i]`` belongs to ``completion_ids[i]``.
+    ``text`` is the decoded completion without the stop token or special tokens.
+    ``prompt_truncated`` says the prompt was cut from the left to fit the context window.
+    """
+
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    finished: bool = True
+    prompt_truncated: bool = False
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """"auto" picks CUDA when available, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA, float32 elsewhere."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+class PolicyModel:
+    """A causal LM + tokenizer that generates batched, role-agnostic chat completions.
+
+    Build it from a path or hub id (``PolicyModel("artifacts/default-model")``) or wrap objects
+    already in memory (``PolicyModel(model=m, tokenizer=t)``).  ``weights_version`` counts
+    ``load_state`` calls so rollout workers can tag what produced each trajectory.
+    """
+
+    def __init__(
+        self,
+        name_or_path: Optional[str] = None,
+        *,
+        sampling: Optional[SamplingConfig] = None,
+        device: str = "auto",
+        model: Optional[PreTrainedModel] = None,
+        tokenizer: Optional[PreTrainedTokenizerBase] = None,
+    ) -> None:
+        if name_or_path is None and (model is None or tokenizer is None):
+            raise ValueError("give name_or_path, or both model and tokenizer")
+        self.device = resolve_device(device)
+        self.sampling = sampling or SamplingConfig()
+        self.name_or_path = name_or_path or getattr(model, "name_or_path", "in-memory")
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        if model is None:
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=default_dtype(self.device))
+        self.tokenizer = tokenizer
+        self.model = model.to(self.device).eval()
+        self.weights_version = 0
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        self.stop_token_ids: tuple[int, ...] = tuple(eos if isinstance(eos, (list, tuple)) else [eos])
+        pad = tokenizer.pad_token_id
+        self.pad_token_id: int = pad if pad is not None else self.stop_token_ids[0]
+        self.max_positions: int = int(
+            getattr(self.model.config, "max_position_embeddings", None) or DEFAULT_MAX_POSITIONS
+        )
+
+    # -- prompts ---------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` encodes to (no special tokens added)."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def max_new_tokens(self, sampling: Optional[SamplingConfig] = None) -> int:
+        """The completion length actually used: the configured one, capped to leave room for a prompt."""
+        wanted = (sampling or self.sampling).max_new_tokens
+        return max(1, min(wanted, self.max_positions // 2))
+
+    def prompt_budget(self, sampling: Optional[SamplingConfig] = None) -> int:
+        """Most prompt tokens (chat template included) that still leave room for the completion."""
+        return self.max_positions - self.max_new_tokens(sampling)
+
+    def encode_chat(self, messages: Messages) -> list[int]:
+        """Chat-template ``messages`` with the generation prompt and return the token ids."""
+        ids = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        return list(ids)
+
+    # -- generation ------------------------------------------------------------------------------
+    def generate(
+        self, batch: Sequence[Messages], sampling: Optional[SamplingConfig] = None
+    ) -> list[Generation]:
+        """Answer every conversation of ``batch`` with one batched ``model.generate`` call.
+
+        Prompts longer than the budget keep their last ``prompt_budget`` tokens (logged)."""
+        sampling = sampling or self.sampling
+        budget = self.prompt_budget(sampling)
+        prompts, truncated = [], []
+        for messages in batch:
+            ids = self.encode_chat(messages)
+            truncated.append(len(ids) > budget)
+            if truncated[-1]:
+                logger.warning("prompt of %d tokens cut to the last %d", len(ids), budget)
+                ids = ids[-budget:]
+            prompts.append(ids)
+        return self.generate_ids(prompts, sampling, truncated=truncated)
+
+    @torch.no_grad()
+    def generate_ids(
+        self, prompts: Sequence[list[int]], sampling: Optional[SamplingConfig] = None,
+        *, truncated: Optional[Sequence[bool]] = None,
+    ) -> list[Generation]:
+        """Continue every token-id prompt with one batched, left-padded ``model.generate`` call."""
+        if not prompts:
+            return []
+        sampling = sampling or self.sampling
+        truncated = truncated or [False] * len(prompts)
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention[row, width - len(ids):] = 1
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention.to(self.device),
+            return_dict_in_generate=True,
+            output_logits=True,
+            **self._generate_kwargs(sampling),
+        )
+        new_tokens = out.sequences[:, width:]
+        temperature = sampling.temperature if sampling.do_sample else 1.0
+        step_logprobs = [
+            torch.log_softmax(logits.float() / temperature, dim=-1)
+            .gather(1, new_tokens[:, step : step + 1])
+            .squeeze(1)
+            for step, logits in enumerate(out.logits)
+        ]
+        logprobs = torch.stack(step_logprobs, dim=1).cpu().tolist()
+        tokens = new_tokens.cpu().tolist()
+        return [
+            self._record(list(p), t, lp, cut) for p, t, lp, cut in zip(prompts, tokens, logprobs, truncated)
+        ]
+
+    def _generate_kwargs(self, sampling: SamplingConfig) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=self.max_new_tokens(sampling),
+            do_sample=sampling.do_sample,
+            eos_token_id=list(self.stop_token_ids),
+            pad_token_id=self.pad_token_id,
+        )
+        if sampling.do_sample:
+            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        return kwargs
+
+    def _record(self, prompt: list[int], tokens: list[int], logprobs: list[float], cut: bool) -> Generation:
+        stops = [i for i, tok in enumerate(tokens) if tok in self.stop_token_ids]
+        end = stops[0] + 1 if stops else len(tokens)
+        completion = tokens[:end]
+        body = completion[:-1] if stops else completion
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        return Generation(
+            text=text,
+            prompt_ids=prompt,
+            completion_ids=completion,
+            logprobs=[float(x) for x in logprobs[:end]],
+            finished=bool(stops),
+            prompt_truncated=cut,
+        )
+
+    # -- weights ---------------------------------------------------------------------------------
+    def state_numpy(self) -> dict[str, np.ndarray]:
+        """The weights as float32 numpy arrays (cheap to ship through Ray's object store)."""
+        return {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
+
+    def load_state(self, state: Mapping[str, Any], version: Optional[int] = None) -> None:
+        """Load new weights from a state dict of tensors or numpy arrays (e.g. from ``state_numpy``).
+
+        Tied parameters may be missing from ``state``; any other missing or unexpected key raises.
+        """
+        own = self.model.state_dict()
+        tensors = {}
+        for key, value in state.items():
+            if key not in own:
+                raise KeyError(f"unexpected weight {key!r}")
+            tensor = torch.from_numpy(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
+            tensors[key] = tensor.to(device=own[key].device, dtype=own[key].dtype)
+        missing = set(own) - set(tensors)
+        tied = {k for k in missing if any(own[k].data_ptr() == own[t].data_ptr() for t in tensors)}
+        if missing - tied:
+            raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
+        self.model.load_state_dict(tensors, strict=False)
+        self.weights_version = version if version is not None else self.weights_version + 1

@@ -1,0 +1,74 @@
+"""The evaluation report as markdown tables and PNG plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("mean_reward", "ci95", "agreement_rate", "mean_rounds", "invalid_action_rate", "parse_failure_rate",
+           "timeout_rate", "rigor", "feasibility", "fidelity", "oracle_fraction", "episodes")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{value[0]:.2f}, {value[1]:.2f}]"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    seeds = report["seeds"]
+    lines = [f"# Evaluation on the {report['split']} split",
+             f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager: {report['lab_manager']}.", "",
+             "## Overall", "", "| agent | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    for spec, a in report["agents"].items():
+        lines.append(f"| {spec} | " + " | ".join(_fmt(a["overall"][c]) for c in COLUMNS) + " |")
+    lines += ["", "## Mean reward by cell (95% bootstrap interval)", "",
+              "| cell | " + " | ".join(report["agents"]) + " |", "|---" * (len(report["agents"]) + 1) + "|"]
+    for cell in report["cells"]:
+        row = [f"{a['by_cell'][cell]['mean_reward']:.2f} {_fmt(a['by_cell'][cell]['ci95'])}"
+               for a in report["agents"].values()]
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
+    """``reward_by_cell.png`` (grouped bars with CI whiskers) and ``components.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    agents, cells = list(report["agents"]), report["cells"]
+    width = 0.8 / len(agents)
+    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(cells)), 4.5))
+    for i, spec in enumerate(agents):
+        blocks = [report["agents"][spec]["by_cell"][c] for c in cells]
+        means = [b["mean_reward"] for b in blocks]
+        errs = [[m - b["ci95"][0] for m, b in zip(means, blocks)], [b["ci95"][1] - m for m, b in zip(means, blocks)]]
+        ax.bar([x + i * width for x in range(len(cells))], means, width, yerr=errs, capsize=2, label=spec)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(cells))], [c.replace("/", "\n") for c in cells], fontsize=7)
+    ax.set_ylabel("mean reward (95% CI)")
+    ax.set_title(f"Scientist reward by cell ({report['split']} seeds)")
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths = [out / "reward_by_cell.png"]
+    fig.savefig(paths[0], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    parts = ("rigor", "feasibility", "fidelity", "agreement_rate", "oracle_fraction")
+    width = 0.8 / len(agents)
+    for i, spec in enumerate(agents):
+        o = report["agents"][spec]["overall"]
+        ax.bar([x + i * width for x in range(len(parts))], [o[p] for p in parts], width, label=spec)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(parts))], parts)
+    ax.set_title("Judge components and agreement, all cells")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out / "components.png")
+    fig.savefig(paths[1], dpi=120)
+    plt.close(fig)
+    return paths

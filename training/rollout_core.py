@@ -1,0 +1,185 @@
+"""``play_jobs``: many episodes in lockstep, one batched generation per model per step.
+
+Each model seat keeps an append-only chat per episode (``replicalab.prompts.RoleChat``) and its token
+ids, so the prompt of turn k is exactly the trajectory so far: the sequence the trainer scores later
+is the sequence the model sampled from.  Environment tokens between the model's turns (the closing of
+its reply, the next user message, the assistant header) are masked out of the loss with ``env_mask``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+from replicalab.env import ReplicaLabEnv
+from replicalab.episode import EXTERNAL, episode_loop
+from replicalab.models import InvalidAction
+from replicalab.parsing import parse_action
+from replicalab.prompts import RoleChat
+from replicalab.scenarios import generate_scenario
+from training.model_config import SamplingConfig
+from training.policy import Generation, PolicyModel
+from training.records import EpisodeJob, RoleTrajectory, RolloutRecord
+
+POLICY_SEAT = "policy"
+MODEL_SEAT_PREFIX = "model:"
+CONTEXT_EXHAUSTED = "context window exhausted"
+REPLY_SENTINEL = "\u241eREPLY\u241e"
+SCRIPTED_SCIENTISTS: dict[str, Callable[[EpisodeJob], Any]] = {
+    "scripted": lambda job: AdaptiveScientist(),
+    "scripted:adaptive": lambda job: AdaptiveScientist(),
+    "scripted:naive": lambda job: NaiveScientist(),
+    "scripted:random": lambda job: RandomScientist(job.seed),
+    "scripted:oracle": lambda job: OracleScientist(generate_scenario(job.seed, job.template, job.difficulty)),
+}
+
+
+@dataclass
+class _Seat:
+    """One model seat of one episode: its chat, its token sequence and what it generated."""
+
+    chat: RoleChat = field(default_factory=RoleChat)
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    turns: int = 0
+    parse_failures: int = 0
+    last_reply: str = ""
+    last_finished: bool = True
+
+    def context(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+
+def load_frozen(seat_specs: Iterable[str], device: str = "auto") -> dict[str, PolicyModel]:
+    """Load every ``model:DIR`` seat once (frozen opponents)."""
+    return {
+        spec: PolicyModel(spec[len(MODEL_SEAT_PREFIX):], device=device)
+        for spec in set(seat_specs) if spec.startswith(MODEL_SEAT_PREFIX)
+    }
+
+
+def _scripted(spec: str, role: str, job: EpisodeJob):
+    if role == "lab_manager":
+        if spec != "scripted":
+            raise ValueError(f"unknown lab manager seat {spec!r}: use policy, scripted or model:DIR")
+        return None  # episode_loop seats the scripted Lab Manager
+    if spec not in SCRIPTED_SCIENTISTS:
+        raise ValueError(f"unknown scientist seat {spec!r}: use policy, {', '.join(SCRIPTED_SCIENTISTS)} or model:DIR")
+    return SCRIPTED_SCIENTISTS[spec](job)
+
+
+def _env_ids(policy: PolicyModel, seat: _Seat) -> list[int]:
+    """Token ids between the end of the seat's last reply and the next generation prompt.
+
+    The last reply is rendered as a sentinel so the template's treatment of its text (stripping,
+    say) cannot shift the boundary.
+    """
+    tok = policy.tokenizer
+    messages = list(seat.chat.messages)
+    messages[-2] = {"role": "assistant", "content": REPLY_SENTINEL}
+    closed = tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=False)
+    opened = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if not opened.startswith(closed) or REPLY_SENTINEL not in closed:
+        raise RuntimeError("the chat template does not render an append-only chat")
+    tail = closed[closed.rfind(REPLY_SENTINEL) + len(REPLY_SENTINEL):]
+    end_token = tok.convert_ids_to_tokens(seat.completion_ids[-1]) if seat.last_finished else None
+    if end_token and tail.startswith(end_token):
+        tail = tail[len(end_token):]
+    return tok.encode(tail + opened[len(closed):], add_special_tokens=False)
+
+
+def _prompt(policy: PolicyModel, seat: _Seat, observation, sampling: SamplingConfig) -> list[int] | None:
+    """Extend the seat's chat with the new observation; None when the context window is full."""
+    budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)
+    seat.chat.next_prompt(observation, **budget)
+    if not seat.prompt_ids:
+        seat.prompt_ids = policy.encode_chat(seat.chat.messages)
+    else:
+        env = _env_ids(policy, seat)
+        seat.completion_ids += env
+        seat.logprobs += [0.0] * len(env)
+        seat.env_mask += [0] * len(env)
+    ids = seat.context()
+    return ids if len(ids) <= policy.prompt_budget(sampling) else None
+
+
+def _record_turn(seat: _Seat, g: Generation) -> None:
+    seat.completion_ids += g.completion_ids
+    seat.logprobs += g.logprobs
+    seat.env_mask += [1] * len(g.completion_ids)
+    seat.chat.add_reply(g.text)
+    seat.turns += 1
+    seat.last_reply, seat.last_finished = g.text, g.finished
+
+
+def play_jobs(
+    policy: Optional[PolicyModel], jobs: Sequence[EpisodeJob], *, scientist: str, lab_manager: str,
+    sampling: SamplingConfig, max_rounds: int = 6, frozen: Optional[Mapping[str, PolicyModel]] = None,
+    weights_version: int = -1, worker: str = "inprocess",
+) -> list[RolloutRecord]:
+    """Play every job; return one RolloutRecord per job, in job order."""
+    specs = {"scientist": scientist, "lab_manager": lab_manager}
+    models: dict[str, PolicyModel] = dict(frozen or {})
+    if POLICY_SEAT in specs.values():
+        if policy is None:
+            raise ValueError("a seat is 'policy' but no policy model was given")
+        models[POLICY_SEAT] = policy
+    loops, pending, logs = [], {}, {}
+    seats: list[dict[str, _Seat]] = []
+    for i, job in enumerate(jobs):
+        agents = {}
+        for role, spec in specs.items():
+            if spec in models:
+                agents[role] = EXTERNAL
+            elif spec.startswith(MODEL_SEAT_PREFIX):
+                raise ValueError(f"seat {spec!r} was not loaded; pass it in frozen=")
+            else:
+                agents[role] = _scripted(spec, role, job)
+        seats.append({role: _Seat() for role, a in agents.items() if a == EXTERNAL})
+        env = ReplicaLabEnv(max_rounds=max_rounds)
+        loops.append(episode_loop(env, agents["scientist"], agents["lab_manager"], seed=job.seed,
+                                  template=job.template, difficulty=job.difficulty))
+        _advance(loops, i, None, pending, logs)
+    while pending:
+        by_model: dict[str, list[tuple[int, list[int]]]] = {}
+        for i in sorted(pending):
+            role = pending[i].role
+            ids = _prompt(models[specs[role]], seats[i][role], pending[i].observation, sampling)
+            if ids is None:
+                _advance(loops, i, InvalidAction(role=role, error=CONTEXT_EXHAUSTED), pending, logs)
+                seats[i][role].parse_failures += 1
+            else:
+                by_model.setdefault(specs[role], []).append((i, ids))
+        for name, batch in by_model.items():
+            outputs = models[name].generate_ids([ids for _, ids in batch], sampling)
+            for (i, _), g in zip(batch, outputs):
+                role = pending[i].role
+                _record_turn(seats[i][role], g)
+                action = parse_action(g.text, role)
+                seats[i][role].parse_failures += isinstance(action, InvalidAction)
+                _advance(loops, i, action, pending, logs)
+    return [_record(job, logs[i], seats[i], specs, weights_version, worker) for i, job in enumerate(jobs)]
+
+
+def _record(job: EpisodeJob, log, seats: dict[str, _Seat], specs, version: int, worker: str) -> RolloutRecord:
+    trajectory = None
+    if specs[job.role] == POLICY_SEAT:
+        s = seats[job.role]
+        trajectory = RoleTrajectory(
+            role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
+            env_mask=s.env_mask, reward=log.total_reward, turns=s.turns, parse_failures=s.parse_failures,
+        )
+    return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker)
+
+
+def _advance(loops: list, index: int, action, pending: dict, logs: dict) -> None:
+    try:
+        request = next(loops[index]) if action is None else loops[index].send(action)
+    except StopIteration as stop:
+        pending.pop(index, None)
+        logs[index] = stop.value
+    else:
+        pending[index] = request

@@ -1,0 +1,95 @@
+"""``replicalab train``: GRPO self-play training, from a config to a trained checkpoint.
+
+The run directory (``output_dir/run_name``) holds the resolved ``config.yaml``, ``metrics.jsonl``,
+``episodes.jsonl``, the W&B run, ``checkpoints/checkpoint-N`` (weights, optimizer, scheduler, RNG
+states and the trainer state, which fixes the data position) and ``final/``.  ``resume=True``
+continues from the newest checkpoint; rollouts are seeded from (seed, step), so a resumed run plays
+the same episodes it would have played.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from training.config import TrainConfig, save_resolved
+
+FINAL_DIR = "final"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    ckpts = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return ckpts[-1] if ckpts else None
+
+
+def resolve_model_dir(name: str) -> str:
+    if name == "default":
+        from training.default_model import resolve_default_model
+
+        return str(resolve_default_model())
+    return name
+
+
+def _device(cfg: TrainConfig) -> str:
+    import torch
+
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("config asks for device cuda but no CUDA device is available")
+    return cfg.device
+
+
+def run_train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
+    """Train per ``cfg``; return the end-of-run summary."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from training.grpo import build_trainer
+    from training.metrics import RunLogger
+    from training.rollout_backends import make_backend
+
+    run_dir = cfg.run_dir
+    checkpoint = latest_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
+    if not resume and latest_checkpoint(run_dir) is not None:
+        raise FileExistsError(f"{run_dir} already holds checkpoints; pass --resume or choose another run_name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_resolved(cfg, run_dir)
+    device = _device(cfg)
+    model_dir = resolve_model_dir(cfg.model)
+    frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
+    backend = make_backend(
+        cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
+        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
+        num_workers=cfg.rollout.num_workers, torch_threads_per_worker=cfg.rollout.torch_threads_per_worker,
+        max_restarts=cfg.rollout.max_worker_restarts, ray_address=cfg.rollout.ray_address, frozen=frozen,
+    )
+    start = time.perf_counter()
+    try:
+        with RunLogger(run_dir, cfg) as logger:
+            trainer = build_trainer(cfg, Path(model_dir), run_dir, backend, logger,
+                                    use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device))
+            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            final = run_dir / FINAL_DIR
+            trainer.save_model(str(final))
+            trainer.processing_class.save_pretrained(str(final))
+            logger.log_artifact(final, name=f"{cfg.run_name}-final", type="model")
+            summary = {
+                "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
+                "resumed_from": str(checkpoint) if checkpoint else None,
+                "train_loss": float(result.training_loss), "wall_seconds": round(time.perf_counter() - start, 1),
+                "episodes": trainer.rollout_func.episodes_played,
+                "worker_restarts": getattr(backend, "restarts", 0),
+            }
+            logger.summary(summary)
+    finally:
+        backend.close()
+    return summary
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    print("\nTraining finished")
+    for key, value in summary.items():
+        print(f"  {key:<16} {value}")
