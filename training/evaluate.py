@@ -40,6 +40,15 @@ def agent_model_dir(spec: str) -> str | None:
     return spec[len("model:"):] if spec.startswith("model:") else spec
 
 
+def heldout_slice(episodes: int, templates: Sequence[str], difficulties: Sequence[str]) -> list[EpisodeJob]:
+    """``episodes`` Scientist jobs spread over the cells, from the start of HELDOUT_SEEDS."""
+    from replicalab import HELDOUT_SEEDS
+
+    cells = [(t, d) for t in templates for d in difficulties]
+    return [EpisodeJob(job_id=i, seed=HELDOUT_SEEDS[i], template=cells[i % len(cells)][0],
+                       difficulty=cells[i % len(cells)][1], role="scientist") for i in range(episodes)]
+
+
 def jobs_for(cfg: EvaluationConfig) -> list[EpisodeJob]:
     cells = [(t, d, s) for t, d in cfg.cells for s in cfg.seeds]
     return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="scientist") for i, (t, d, s) in enumerate(cells)]

@@ -67,7 +67,7 @@ class EpisodeRollouts:
         logs = [r.log for r in records]
         self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
                                **_trajectory_metrics(records)})
-        self.logger.log_episodes(step, logs)
+        self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
         trajectories = [r.trajectory for r in records]
         return {
             "prompt_ids": [t.prompt_ids for t in trajectories],
@@ -87,6 +87,26 @@ def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
         "rollout/trajectory_tokens_max": float(max(len(t.completion_ids) for t in ts)),
         "rollout/model_parse_failure_rate": sum(t.parse_failures for t in ts) / max(1, turns),
     }
+
+
+class HeldoutEvalCallback(TrainerCallback):
+    """Every ``eval.every_steps`` steps: the current weights as the Scientist on a small held-out slice
+    (same seeds each time), logged as ``heldout/*``.  Evaluation only: no gradient sees these episodes."""
+
+    def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
+        from training.evaluate import heldout_slice
+
+        self.backend, self.cfg, self.logger = backend, cfg, logger
+        self.jobs = heldout_slice(cfg.eval.episodes, cfg.data.templates, cfg.data.difficulties)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        every = self.cfg.eval.every_steps
+        if not every or state.global_step % every or "scientist" not in self.cfg.seats.trained_roles:
+            return
+        self.backend.set_weights(model_state_numpy(model), state.global_step)
+        records = self.backend.collect(self.jobs, sampling_seed=self.cfg.seed)
+        metrics = episode_metrics([r.log for r in records])
+        self.logger.log(state.global_step, {f"heldout/{k}": v for k, v in metrics.items()})
 
 
 class LoggerCallback(TrainerCallback):
@@ -154,6 +174,6 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
         train_dataset=build_dataset(cfg, n_rows),
         processing_class=tokenizer,
         rollout_func=EpisodeRollouts(backend, cfg, logger),
-        callbacks=[LoggerCallback(logger)],
+        callbacks=[LoggerCallback(logger), HeldoutEvalCallback(backend, cfg, logger)],
     )
     return trainer

@@ -1,0 +1,92 @@
+"""End to end on the embedded default model: GRPO training changes the weights, checkpoints resume
+exactly, self-play runs, evaluation writes its report, a grid sweep picks a best config.  Slow: the
+default model is built once (or reused from artifacts/default-model)."""
+
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TINY = ["grpo.max_steps=2", "grpo.groups_per_step=2", "grpo.num_generations=4", "rollout.backend=inprocess",
+        "checkpoint.save_steps=1", "wandb.mode=offline", "rollout.sampling.max_new_tokens=128"]
+
+
+@pytest.fixture(scope="module")
+def default_model():
+    from training.default_model import resolve_default_model
+
+    return str(resolve_default_model(progress=False))
+
+
+@pytest.fixture(autouse=True)
+def _offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(path, "model.safetensors"))
+
+
+def test_train_changes_weights_logs_and_resumes(default_model, tmp_path):
+    import torch
+
+    from training.config import load_train_config
+    from training.train import run_train
+
+    cfg = load_train_config("configs/train/default.yaml", [*TINY, f"model={default_model}", f"output_dir={tmp_path}"])
+    summary = run_train(cfg)
+    run = cfg.run_dir
+    assert summary["steps"] == 2 and summary["episodes"] == 16
+    before, after = _weights(default_model), _weights(run / "final")
+    assert any(not torch.equal(before[k], after[k]) for k in after), "GRPO did not change any weight"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("reward/mean" in r for r in rows) and any("train/loss" in r for r in rows)
+    episodes = (run / "episodes.jsonl").read_text().splitlines()
+    assert len(episodes) == 16 and all(json.loads(e)["log"]["seed"] < 1_000_000 for e in episodes)
+    assert (run / "checkpoints" / "checkpoint-2" / "optimizer.pt").exists()
+    with pytest.raises(FileExistsError):
+        run_train(cfg)
+    longer = load_train_config("configs/train/default.yaml",
+                               [*TINY, "grpo.max_steps=3", f"model={default_model}", f"output_dir={tmp_path}"])
+    resumed = run_train(longer, resume=True)
+    assert resumed["steps"] == 3 and resumed["episodes"] == 8
+    assert resumed["resumed_from"].endswith("checkpoint-2")
+
+
+def test_selfplay_config_runs(default_model, tmp_path):
+    from training.config import load_train_config
+    from training.train import run_train
+
+    cfg = load_train_config("configs/train/selfplay.yaml", [*TINY, f"model={default_model}", f"output_dir={tmp_path}"])
+    assert cfg.seats.trained_roles == ("scientist", "lab_manager")
+    summary = run_train(cfg)
+    assert summary["steps"] == 2
+    roles = [json.loads(line)["role"] for line in (cfg.run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert set(roles) == {"scientist", "lab_manager"}
+    # GRPO groups (G consecutive episodes) never mix roles
+    assert all(len(set(roles[i:i + 4])) == 1 for i in range(0, len(roles), 4))
+
+
+def test_eval_report(default_model, tmp_path):
+    from training.eval_config import load_eval_config
+    from training.evaluate import run_eval
+
+    cfg = load_eval_config(None, [f"agents=[{default_model}, 'scripted:naive', 'scripted:oracle']", "episodes=2",
+                                  "templates=[cell_biology]", "backend=inprocess", f"out={tmp_path / 'eval'}"])
+    report = run_eval(cfg, progress=False)
+    saved = json.loads((tmp_path / "eval" / "report.json").read_text())
+    assert saved["split"] == "heldout" and saved["seeds"] == [1_000_000, 1_000_001]
+    for spec in (default_model, "scripted:naive", "scripted:oracle"):
+        overall = saved["agents"][spec]["overall"]
+        assert overall["episodes"] == 6 and overall["ci95"][0] <= overall["mean_reward"] <= overall["ci95"][1]
+        assert set(saved["agents"][spec]["by_cell"]) == {"cell_biology/easy", "cell_biology/medium", "cell_biology/hard"}
+    assert saved["agents"]["scripted:oracle"]["overall"]["oracle_fraction"] == pytest.approx(1.0)
+    assert (tmp_path / "eval" / "reward_by_cell.png").stat().st_size > 1000
+    assert "| scripted:naive |" in (tmp_path / "eval" / "report.md").read_text()
+    assert report == saved

@@ -1,0 +1,326 @@
+"""Rollout backends: where ``play_jobs`` runs.  One interface, two implementations.
+
+Every backend has the same three calls::
+
+    backend.set_weights(state_numpy, version)   # new policy weights (numpy arrays) and their version
+    records = backend.collect(jobs, sampling_seed=step_seed)   # one RolloutRecord per job, in job order
+    backend.close()
+
+``sampling_seed`` (optional) reseeds sampling for one collect: shard ``k`` samples with seed
+``sampling_seed * SHARD_SEED_STRIDE + k`` (the in-process backend is shard 0), so a step is
+reproducible for a given worker count, and a shard re-run after a fault replays the same episodes.
+
+``InProcessBackend`` plays in the calling process.  ``RayBackend`` keeps a pool of ``RolloutWorker``
+actors (``training.rollout_worker``), each owning a policy copy and its frozen opponents; weights are
+put into the object store once per version and every worker loads them.  ``collect`` splits the jobs
+into contiguous shards (one per worker, GRPO groups kept whole when that costs little balance), runs
+them concurrently and gathers the records by ``job_id``.
+
+Fault contract: a worker that dies during ``collect`` is replaced by a fresh actor (loaded with the
+current weights and version) and its whole shard is re-run; ``restarts`` counts replacements.  After
+``max_restarts`` replacements within one ``collect`` it raises ``RuntimeError``.  Either way every job
+appears exactly once in the output (asserted), and every record carries the current weights version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
+
+from training.model_config import SamplingConfig
+from training.records import EpisodeJob, RolloutRecord
+
+logger = logging.getLogger(__name__)
+
+#: Environment for a Ray session this module starts (quiet, offline, no token auth).
+RAY_ENV: dict[str, str] = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+#: Seconds to wait for a new worker to load its model before giving up.
+WORKER_READY_TIMEOUT_S = 180.0
+#: A shard boundary moves to the nearest GRPO-group boundary if that shifts it by at most this
+#: fraction of the ideal shard size; otherwise the group is split across workers.
+GROUP_CUT_TOLERANCE = 0.25
+#: Name of the in-process "worker" in records.
+INPROCESS_WORKER = "inprocess"
+#: Per-shard sampling seeds are ``sampling_seed * SHARD_SEED_STRIDE + shard`` (distinct below this many shards).
+SHARD_SEED_STRIDE = 1024
+
+
+def shard_sampling(sampling: SamplingConfig, sampling_seed: Optional[int], shard: int) -> SamplingConfig:
+    """``sampling`` reseeded for one shard of one collect (unchanged when ``sampling_seed`` is None)."""
+    if sampling_seed is None:
+        return sampling
+    return sampling.model_copy(update={"seed": sampling_seed * SHARD_SEED_STRIDE + shard})
+
+
+def check_unique_job_ids(jobs: Sequence[EpisodeJob]) -> None:
+    """Raise ``ValueError`` if two jobs share a ``job_id`` (results are keyed by it)."""
+    ids = [job.job_id for job in jobs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("job_id must be unique within a collect")
+
+
+def shard_jobs(jobs: Sequence[EpisodeJob], num_shards: int) -> list[list[EpisodeJob]]:
+    """Split ``jobs`` into at most ``num_shards`` non-empty contiguous shards of near-equal size.
+
+    Each cut prefers the nearest boundary between consecutive jobs of different ``group`` when it is
+    within ``GROUP_CUT_TOLERANCE`` of the ideal shard size, so GRPO groups usually stay on one worker.
+    """
+    n = len(jobs)
+    if num_shards < 1:
+        raise ValueError("num_shards must be >= 1")
+    group_cuts = [i for i in range(1, n) if jobs[i].group != jobs[i - 1].group]
+    size = n / num_shards
+    cuts = [0]
+    for k in range(1, num_shards):
+        ideal = round(k * size)
+        near = min(group_cuts, key=lambda c: (abs(c - ideal), c), default=None)
+        cut = near if near is not None and abs(near - ideal) <= GROUP_CUT_TOLERANCE * size else ideal
+        cuts.append(max(cut, cuts[-1]))
+    cuts.append(n)
+    return [list(jobs[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _check_complete(jobs: Sequence[EpisodeJob], records: Mapping[int, RolloutRecord]) -> list[RolloutRecord]:
+    """Records for ``jobs`` in job order; every job exactly once, nothing foreign."""
+    wanted = {job.job_id for job in jobs}
+    if set(records) != wanted:
+        missing, extra = sorted(wanted - set(records)), sorted(set(records) - wanted)
+        raise AssertionError(f"rollout lost or invented episodes: missing {missing[:10]}, extra {extra[:10]}")
+    ordered = [records[job.job_id] for job in jobs]
+    if any(rec.job != job for rec, job in zip(ordered, jobs)):
+        raise AssertionError("a record carries a different job than the one it was keyed under")
+    return ordered
+
+
+class InProcessBackend:
+    """Plays every job in this process with one ``PolicyModel`` (batched across episodes).
+
+    ``frozen`` lists the ``model:DIR`` seat specs to load as frozen opponents (default: those among
+    ``scientist`` and ``lab_manager``); ``torch_threads`` sets this process's torch threads.
+    """
+
+    def __init__(self, model: str, *, scientist: str, lab_manager: str, sampling: SamplingConfig,
+                 max_rounds: int = 6, device: str = "cpu", torch_threads: Optional[int] = None,
+                 frozen: Optional[Sequence[str]] = None) -> None:
+        import torch
+
+        from training.policy import PolicyModel
+        from training.rollout_core import load_frozen
+
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+        self.seats = dict(scientist=scientist, lab_manager=lab_manager)
+        self.sampling = sampling
+        self.max_rounds = max_rounds
+        self.policy = PolicyModel(model, sampling=sampling, device=device)
+        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device)
+        self.restarts = 0  # interface parity with RayBackend; nothing to restart here
+
+    @property
+    def version(self) -> int:
+        """Weights version the next records will carry (0: the checkpoint as loaded)."""
+        return self.policy.weights_version
+
+    def set_weights(self, state: Mapping[str, Any], version: int) -> None:
+        """Load new weights (numpy arrays or tensors) and tag later records with ``version``."""
+        self.policy.load_state(state, version)
+
+    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
+        """Play ``jobs``; one record per job, in job order."""
+        from training.rollout_core import play_jobs
+
+        check_unique_job_ids(jobs)
+        if not jobs:
+            return []
+        sampling = shard_sampling(self.sampling, sampling_seed, 0)
+        records = play_jobs(self.policy, jobs, **self.seats, sampling=sampling,
+                            max_rounds=self.max_rounds, frozen=self.frozen,
+                            weights_version=self.version, worker=INPROCESS_WORKER)
+        return _check_complete(jobs, {rec.job.job_id: rec for rec in records})
+
+    def close(self) -> None:
+        """Nothing to release beyond memory; drops the model references."""
+        self.frozen = {}
+
+
+class RayBackend:
+    """A pool of ``num_workers`` Ray ``RolloutWorker`` actors with weight broadcast and fault recovery.
+
+    Uses an already initialised Ray session, else connects to ``ray_address``, else starts a local
+    Ray.  Each worker runs torch with ``torch_threads_per_worker`` threads and reserves that many CPUs.
+    ``device`` is each worker's torch device; ``num_gpus_per_worker`` (default: 0 on ``"cpu"``, else
+    the cluster's GPUs shared evenly, at most one each) is what each worker reserves.  ``frozen`` as
+    for ``InProcessBackend``.  ``restarts`` counts workers replaced so far (over all collects).
+    """
+
+    def __init__(self, model: str, *, num_workers: int, scientist: str, lab_manager: str,
+                 sampling: SamplingConfig, max_rounds: int = 6, torch_threads_per_worker: int = 1,
+                 max_restarts: int = 3, ray_address: Optional[str] = None, device: str = "cpu",
+                 num_gpus_per_worker: Optional[float] = None,
+                 frozen: Optional[Sequence[str]] = None) -> None:
+        import ray
+
+        if num_workers < 1:
+            raise ValueError("num_workers must be >= 1")
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            for key, value in RAY_ENV.items():
+                os.environ.setdefault(key, value)
+            ray.init(address=ray_address, include_dashboard=False, logging_level=logging.WARNING)
+        if num_gpus_per_worker is None:
+            gpus = 0.0 if device == "cpu" else float(ray.cluster_resources().get("GPU", 0.0))
+            num_gpus_per_worker = min(1.0, gpus / num_workers)
+        self.sampling = sampling
+        self._spec = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
+                          max_rounds=max_rounds, torch_threads=torch_threads_per_worker, device=device,
+                          num_gpus=num_gpus_per_worker, frozen=frozen)
+        self.num_workers = num_workers
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.version = 0  # the checkpoint as loaded
+        self._state_ref: Any = None  # the current weights in the object store (for replacements)
+        self._spawned = 0
+        self.workers: list[Any] = []
+        try:
+            self.workers = [self._spawn() for _ in range(num_workers)]
+            self._wait_ready(self.workers)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- workers ---------------------------------------------------------------------------------
+    def _spawn(self) -> Any:
+        from training.rollout_worker import make_worker
+
+        self._spawned += 1
+        worker = make_worker(name=f"ray-{self._spawned - 1}", **self._spec)
+        if self._state_ref is not None:
+            worker.set_weights.remote(self._state_ref, self.version)  # queued before any collect
+        return worker
+
+    def _wait_ready(self, workers: Sequence[Any]) -> list[dict[str, Any]]:
+        import ray
+
+        refs = [w.ready.remote() for w in workers]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=WORKER_READY_TIMEOUT_S)
+        if len(ready) < len(refs):
+            raise RuntimeError(f"rollout workers not ready after {WORKER_READY_TIMEOUT_S:.0f}s "
+                               f"(too few free CPUs/GPUs in the Ray cluster for {len(refs)} workers?)")
+        return ray.get(refs)
+
+    def _replace(self, slot: int, error: BaseException) -> None:
+        import ray
+
+        self.restarts += 1
+        logger.warning("rollout worker %d died (%s); replacing it (restart %d)", slot,
+                       type(error).__name__, self.restarts)
+        try:
+            ray.kill(self.workers[slot], no_restart=True)
+        except Exception:  # already gone
+            pass
+        self.workers[slot] = self._spawn()
+
+    # -- interface -------------------------------------------------------------------------------
+    def set_weights(self, state: Mapping[str, Any], version: int) -> None:
+        """Put ``state`` (numpy arrays) into the object store once; every worker loads it."""
+        import ray
+
+        self._state_ref = ray.put(dict(state))
+        self.version = version
+        versions = ray.get([w.set_weights.remote(self._state_ref, version) for w in self.workers])
+        if any(v != version for v in versions):
+            raise RuntimeError(f"workers report weights versions {versions}, expected {version}")
+
+    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
+        """Play ``jobs`` on the pool; one record per job, in job order, each job exactly once."""
+        import ray
+
+        check_unique_job_ids(jobs)
+        shards = shard_jobs(jobs, self.num_workers) if jobs else []
+        samplings = [shard_sampling(self.sampling, sampling_seed, slot) for slot in range(len(shards))]
+        pending = {self.workers[slot].collect.remote(shard, samplings[slot]): slot
+                   for slot, shard in enumerate(shards)}
+        records: dict[int, RolloutRecord] = {}
+        restarts = 0
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            slot = pending.pop(ref)
+            try:
+                shard_records = ray.get(ref)
+            except _worker_failures() as error:
+                restarts += 1
+                if restarts > self.max_restarts:
+                    self._replace(slot, error)  # leave the pool whole for the next collect
+                    raise RuntimeError(f"rollout gave up: {restarts} worker failures in one collect "
+                                       f"(max_restarts={self.max_restarts}); last: {error}") from error
+                self._replace(slot, error)
+                pending[self.workers[slot].collect.remote(shards[slot], samplings[slot])] = slot
+                continue
+            self._absorb(shards[slot], shard_records, records)
+        return _check_complete(jobs, records)
+
+    def _absorb(self, shard: Sequence[EpisodeJob], got: Sequence[RolloutRecord],
+                records: dict[int, RolloutRecord]) -> None:
+        if [rec.job.job_id for rec in got] != [job.job_id for job in shard]:
+            raise AssertionError("a worker returned records that do not match its shard")
+        for rec in got:
+            if rec.job.job_id in records:
+                raise AssertionError(f"episode {rec.job.job_id} counted twice")
+            if rec.weights_version != self.version:
+                raise RuntimeError(f"stale record: weights version {rec.weights_version}, "
+                                   f"expected {self.version}")
+            records[rec.job.job_id] = rec
+
+    def worker_states(self) -> list[dict[str, Any]]:
+        """Every worker's parameters as numpy arrays (to verify a broadcast)."""
+        import ray
+
+        return ray.get([w.state_numpy.remote() for w in self.workers])
+
+    def close(self) -> None:
+        """Kill the workers; shut Ray down only if this backend started it."""
+        import ray
+
+        for worker in self.workers:
+            try:
+                ray.kill(worker, no_restart=True)
+            except Exception:  # already gone
+                pass
+        self.workers = []
+        self._state_ref = None
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+
+def _worker_failures() -> tuple[type[BaseException], ...]:
+    """The Ray exceptions that mean "this worker is gone", as opposed to a bug in the episode code."""
+    from ray import exceptions as rex
+
+    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")
+    return tuple(getattr(rex, name) for name in names if hasattr(rex, name))
+
+
+Backend = Union[InProcessBackend, RayBackend]
+
+
+def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: str, lab_manager: str,
+                 sampling: SamplingConfig, max_rounds: int = 6, device: str = "cpu",
+                 frozen: Optional[Sequence[str]] = None, torch_threads: Optional[int] = None,
+                 num_workers: int = 1, torch_threads_per_worker: int = 1, max_restarts: int = 3,
+                 ray_address: Optional[str] = None, num_gpus_per_worker: Optional[float] = None) -> Backend:
+    """``InProcessBackend`` for ``"inprocess"``, ``RayBackend`` for ``"ray"``.
+
+    Callers may pass every option whatever the kind: ``torch_threads`` only applies in-process;
+    ``num_workers``, ``torch_threads_per_worker``, ``max_restarts``, ``ray_address`` and
+    ``num_gpus_per_worker`` only to Ray.
+    """
+    common = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
+                  max_rounds=max_rounds, device=device, frozen=frozen)
+    if kind == "inprocess":
+        return InProcessBackend(**common, torch_threads=torch_threads)
+    if kind == "ray":
+        return RayBackend(**common, num_workers=num_workers, torch_threads_per_worker=torch_threads_per_worker,
+                          max_restarts=max_restarts, ray_address=ray_address,
+                          num_gpus_per_worker=num_gpus_per_worker)
+    raise ValueError(f"unknown rollout backend {kind!r}: use 'inprocess' or 'ray'")

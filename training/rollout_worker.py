@@ -1,0 +1,118 @@
+"""``RolloutWorker``: one Ray actor that owns a policy copy, its frozen opponents and its environments.
+
+The driver (``training.rollout_backends.RayBackend``) broadcasts weights with a version number and
+sends each worker a contiguous shard of ``EpisodeJob``s; the worker plays them with ``play_jobs`` and
+returns picklable ``RolloutRecord``s tagged with the weights version that produced them.
+
+Heavy imports (torch, transformers) happen inside the actor, never at module import, so the driver
+can import this module cheaply.  ``inject_fault`` exists for fault-injection tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any, Mapping, Optional, Sequence
+
+import ray
+
+from training.records import EpisodeJob, RolloutRecord
+
+#: Environment every worker sets before importing transformers (no hub, no tokenizer threads).
+WORKER_ENV: dict[str, str] = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+#: Exit status of a worker that was told to crash (``inject_fault(crash=True)``).
+INJECTED_CRASH_EXIT_CODE = 13
+
+
+class RolloutWorkerImpl:
+    """The plain class behind the ``RolloutWorker`` actor (usable without Ray in a pinch).
+
+    ``model`` is a checkpoint directory or model id; ``scientist`` / ``lab_manager`` are seat specs
+    (``"policy"``, ``"scripted..."``, ``"model:DIR"``); ``sampling`` is a ``SamplingConfig``.
+    """
+
+    def __init__(self, model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
+                 max_rounds: int, torch_threads: int = 1, device: str = "cpu",
+                 frozen: Optional[Sequence[str]] = None) -> None:
+        for key, value in WORKER_ENV.items():
+            os.environ.setdefault(key, value)
+        import torch
+
+        from training.policy import PolicyModel
+        from training.rollout_core import load_frozen
+
+        torch.set_num_threads(torch_threads)
+        self.name = name
+        self.seats = dict(scientist=scientist, lab_manager=lab_manager)
+        self.sampling = sampling
+        self.max_rounds = max_rounds
+        self.policy = PolicyModel(model, sampling=sampling, device=device)
+        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device)
+        self._delay_s = 0.0
+        self._crash_next = False
+
+    def ready(self) -> dict[str, Any]:
+        """Who and where this worker is (blocks until construction finished)."""
+        import torch
+
+        return dict(name=self.name, pid=os.getpid(), torch_threads=torch.get_num_threads(),
+                    weights_version=self.policy.weights_version)
+
+    def set_weights(self, state: Mapping[str, Any], version: int) -> int:
+        """Load ``state`` (numpy arrays, read-only views into the object store) and record ``version``."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            self.policy.load_state(state, version)
+        return self.policy.weights_version
+
+    def state_numpy(self) -> dict[str, Any]:
+        """The worker's current parameters (to check a broadcast reached it)."""
+        return self.policy.state_numpy()
+
+    def collect(self, jobs: Sequence[EpisodeJob], sampling: Any = None) -> list[RolloutRecord]:
+        """Play ``jobs`` (with ``sampling``, default the worker's) and return one record per job, in order."""
+        from training.rollout_core import play_jobs
+
+        records = play_jobs(self.policy, jobs, **self.seats, sampling=sampling or self.sampling,
+                            max_rounds=self.max_rounds, frozen=self.frozen,
+                            weights_version=self.policy.weights_version, worker=self.name)
+        if self._crash_next:
+            os._exit(INJECTED_CRASH_EXIT_CODE)  # the episodes were played, then lost with the process
+        return records
+
+    def inject_fault(self, *, delay_s: float = 0.0, crash: bool = False) -> None:
+        """Test hook: sleep ``delay_s`` before every generation call; with ``crash`` the next
+        ``collect`` kills this process after playing its jobs (before returning them)."""
+        self._crash_next = crash
+        if delay_s > 0 and self._delay_s == 0:
+            for attr in ("generate", "generate_ids"):
+                inner = getattr(self.policy, attr, None)
+                if inner is not None:
+                    setattr(self.policy, attr, _delayed(inner, self))
+        self._delay_s = delay_s
+
+
+def _delayed(inner: Any, worker: RolloutWorkerImpl) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(worker._delay_s)
+        return inner(*args, **kwargs)
+
+    return call
+
+
+#: The actor class.  Ray-level restarts are off: the backend replaces dead workers itself, so it
+#: knows which episodes to re-run.
+RolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorkerImpl)
+
+
+def make_worker(model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
+                max_rounds: int, torch_threads: int = 1, device: str = "cpu",
+                frozen: Optional[Sequence[str]] = None, num_cpus: Optional[float] = None,
+                num_gpus: float = 0.0) -> Any:
+    """Start one ``RolloutWorker`` actor and return its handle (construction runs asynchronously;
+    call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs."""
+    actor = RolloutWorker.options(num_cpus=torch_threads if num_cpus is None else num_cpus,
+                                  num_gpus=num_gpus)
+    return actor.remote(model, name=name, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
+                        max_rounds=max_rounds, torch_threads=torch_threads, device=device, frozen=frozen)
