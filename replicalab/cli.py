@@ -84,7 +84,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from replicalab.bench import print_bench_env
 
         return print_bench_env(args.episodes)
-    raise SystemExit(f"unknown benchmark {args.what!r}")
+    if args.what == "rollout":
+        from training.bench_rollout import main as bench_rollout_main
+
+        bench_rollout_main(args.extra)
+        return 0
+    from training.bench_train import print_bench_train, run_bench_train
+
+    print_bench_train(run_bench_train(args.config, args.extra, steps=args.steps))
+    return 0
 
 
 def cmd_build_default_model(args: argparse.Namespace) -> int:
@@ -108,6 +116,41 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from training.config import ConfigError
+    from training.eval_config import load_eval_config
+
+    overrides = list(args.overrides)
+    if args.agent:
+        overrides.append("agents=" + json.dumps(args.agent))
+    for key in ("split", "episodes", "out", "backend"):
+        if getattr(args, key) is not None:
+            overrides.append(f"{key}={getattr(args, key)}")
+    try:
+        cfg = load_eval_config(args.config, overrides)
+    except (ConfigError, ValueError) as exc:
+        raise SystemExit(f"replicalab eval: bad config: {exc}") from None
+    from training.evaluate import run_eval
+
+    run_eval(cfg)
+    print((__import__("pathlib").Path(cfg.out) / "report.md").read_text())
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from training.config import ConfigError
+    from training.sweep_config import load_sweep_config
+
+    try:
+        cfg = load_sweep_config(args.config, args.overrides)
+    except (ConfigError, ValueError) as exc:
+        raise SystemExit(f"replicalab sweep: bad config: {exc}") from None
+    from training.sweep import print_sweep, run_sweep
+
+    print_sweep(run_sweep(cfg))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replicalab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,8 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     play.set_defaults(func=cmd_play)
 
     bench = sub.add_parser("bench", help="benchmarks that print figures against a baseline")
-    bench.add_argument("what", choices=("env",))
-    bench.add_argument("--episodes", type=_positive, default=5000)
+    bench.add_argument("what", choices=("env", "rollout", "train"))
+    bench.add_argument("--episodes", type=_positive, default=5000, help="env: episodes per measurement")
+    bench.add_argument("--config", default="configs/train/default.yaml", help="train: the config to time")
+    bench.add_argument("--steps", type=_positive, default=4, help="train: training steps to run")
+    bench.add_argument("extra", nargs="*", help="train: KEY=VALUE overrides; rollout: its own options")
     bench.set_defaults(func=cmd_bench)
 
     train = sub.add_parser("train", help="GRPO training from a config (YAML overrides TrainConfig defaults)")
@@ -133,6 +179,21 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. grpo.max_steps=4 seats.lab_manager=policy")
     train.add_argument("--resume", action="store_true", help="continue from the run's newest checkpoint")
     train.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("eval", help="agents as the Scientist on held-out seeds: report.json, report.md, plots")
+    ev.add_argument("--config", default=None, help="an eval YAML (configs/eval/*.yaml)")
+    ev.add_argument("--agent", action="append", help="PATH, model:DIR or scripted:NAME (repeatable)")
+    ev.add_argument("--split", choices=("heldout", "train"), default=None)
+    ev.add_argument("--episodes", type=_positive, default=None, help="episodes per template x difficulty")
+    ev.add_argument("--backend", choices=("inprocess", "ray"), default=None)
+    ev.add_argument("--out", default=None)
+    ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    ev.set_defaults(func=cmd_eval)
+
+    sw = sub.add_parser("sweep", help="hyperparameter sweep from a config, trials on Ray Tune")
+    sw.add_argument("config", help="configs/sweeps/NAME.yaml")
+    sw.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    sw.set_defaults(func=cmd_sweep)
 
     build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
     build.add_argument("--out", required=True)

@@ -10,6 +10,7 @@ rollout; every component is logged by ``RunLogger``.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,19 +55,24 @@ class EpisodeRollouts:
 
     def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
         step = trainer.state.global_step
+        tick = time.perf_counter()
         self.backend.set_weights(model_state_numpy(trainer.model), step)
+        sync_s = time.perf_counter() - tick
         g = self.cfg.grpo.num_generations
         jobs = [
             EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
         ]
+        tick = time.perf_counter()
         records: list[RolloutRecord] = self.backend.collect(jobs, sampling_seed=self.cfg.seed * STEP_SEED_STRIDE + step)
+        rollout_s = time.perf_counter() - tick
+        self.last_timing = _step_timing(records, sync_s, rollout_s)
         stale = [r.job.job_id for r in records if r.weights_version != step]
         if stale or [r.job.job_id for r in records] != [j.job_id for j in jobs]:
             raise RuntimeError(f"rollout returned stale or missing episodes (stale: {stale[:5]})")
         self.episodes_played += len(records)
         logs = [r.log for r in records]
         self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
-                               **_trajectory_metrics(records)})
+                               **_trajectory_metrics(records), **self.last_timing})
         self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
         trajectories = [r.trajectory for r in records]
         return {
@@ -76,6 +82,16 @@ class EpisodeRollouts:
             "env_mask": [t.env_mask for t in trajectories],
             REWARD_KEY: [t.reward for t in trajectories],
         }
+
+
+def _step_timing(records: Sequence[RolloutRecord], sync_s: float, rollout_s: float) -> dict[str, float]:
+    """Split the rollout's wall time into generation and environment (incl. parsing and Ray) by the
+    workers' own share of time spent inside generation."""
+    shards = {(r.worker, r.extra.get("total_s")): r.extra for r in records if r.extra}
+    total = sum(x["total_s"] for x in shards.values()) or 1.0
+    share = sum(x["generate_s"] for x in shards.values()) / total
+    return {"time/weight_sync_s": sync_s, "time/rollout_s": rollout_s, "time/generation_s": rollout_s * share,
+            "time/environment_s": rollout_s * (1 - share)}
 
 
 def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
@@ -110,10 +126,22 @@ class HeldoutEvalCallback(TrainerCallback):
 
 
 class LoggerCallback(TrainerCallback):
-    """Forward TRL's scalars (loss, KL, clip ratios, lr...) to the run logger; checkpoints as artifacts."""
+    """Forward TRL's scalars (loss, KL, clip ratios, lr...) to the run logger, with the step's time
+    left after weight sync and rollout as ``time/optimizer_s``; checkpoints as artifacts."""
 
-    def __init__(self, logger: RunLogger):
-        self.logger = logger
+    def __init__(self, logger: RunLogger, rollouts: "EpisodeRollouts"):
+        self.logger, self.rollouts = logger, rollouts
+        self.step_start = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.step_start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        t = getattr(self.rollouts, "last_timing", None)
+        if t:
+            step_s = time.perf_counter() - self.step_start
+            self.logger.log(state.global_step, {"time/step_s": step_s, "time/optimizer_s": max(
+                0.0, step_s - t["time/weight_sync_s"] - t["time/rollout_s"])})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs:
@@ -167,13 +195,14 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
 
     n_rows = cfg.num_train_rows
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    rollouts = EpisodeRollouts(backend, cfg, logger)
     trainer = GRPOTrainer(
         model=str(model_dir),
         reward_funcs=[judge_reward],
         args=grpo_config(cfg, run_dir, use_cpu, bf16),
         train_dataset=build_dataset(cfg, n_rows),
         processing_class=tokenizer,
-        rollout_func=EpisodeRollouts(backend, cfg, logger),
-        callbacks=[LoggerCallback(logger), HeldoutEvalCallback(backend, cfg, logger)],
+        rollout_func=rollouts,
+        callbacks=[LoggerCallback(logger, rollouts), HeldoutEvalCallback(backend, cfg, logger)],
     )
     return trainer

@@ -1,0 +1,42 @@
+"""``replicalab bench train``: where a training step's time goes.
+
+Runs a short training with the given config (default: the default config, a few steps) in a scratch
+directory and prints the mean per-step breakdown: weight sync, generation, environment (env, parsing
+and Ray overhead) and optimizer (TRL's loss, backward and step), with each as a share of the step.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+PARTS = ("time/weight_sync_s", "time/generation_s", "time/environment_s", "time/optimizer_s")
+WEIGHT_SYNC_TARGET = 0.05
+
+
+def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = 4) -> dict[str, float]:
+    from training.config import load_train_config
+    from training.train import run_train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = load_train_config(config, [*overrides, f"grpo.max_steps={steps}", f"output_dir={tmp}",
+                                         "checkpoint.save_steps=100000", "eval.every_steps=0", "wandb.mode=disabled"])
+        run_train(cfg)
+        rows = [json.loads(line) for line in (Path(tmp) / cfg.run_name / "metrics.jsonl").read_text().splitlines()]
+    # the first step pays for warm-up (worker start, first forward): report the rest when there is a rest
+    per_part = {p: [r[p] for r in rows if p in r] for p in (*PARTS, "time/step_s")}
+    return {p: statistics.fmean(v[1:] if len(v) > 1 else v) for p, v in per_part.items() if v}
+
+
+def print_bench_train(result: dict[str, float]) -> None:
+    total = result.get("time/step_s") or sum(result.get(p, 0.0) for p in PARTS)
+    print("replicalab bench train: mean per training step (after the first)")
+    for p in PARTS:
+        value = result.get(p, 0.0)
+        print(f"  {p.split('/')[1][:-2]:<14} {value:8.3f} s  {100 * value / total:5.1f}%")
+    print(f"  {'step':<14} {total:8.3f} s")
+    share = result.get("time/weight_sync_s", 0.0) / total
+    print(f"  weight sync is {100 * share:.1f}% of the step (target <= {100 * WEIGHT_SYNC_TARGET:.0f}%)")
