@@ -91,3 +91,17 @@ def test_questions_get_answers_from_the_lab():
     expected = "booked" if lab.equipment_booked else "available"
     assert expected in answer_question(f"Is {item} available?", s)
     assert answer_question("What is the meaning of life?", s) is None
+
+
+def test_manager_stays_valid_when_the_repair_drops_every_listed_item():
+    """Regression: items of another template (a model's copy error) are dropped by the repair; an
+    empty list cannot be suggested, so the manager must not build an invalid suggestion."""
+    s = generate_scenario(1000002, "ml_benchmark", "medium")
+    p = Protocol(sample_size=11, controls=["ablation_no_pretraining", "random_baseline", "seed_variance_runs"],
+                 technique="linear_probe", duration_days=9, required_equipment=["a100_node"],
+                 required_reagents=["participant_payment", "stimulus_set", "tamoxifen"], rationale="copy")
+    action = ScriptedLabManager(s)(_obs(s, p))
+    LabManagerAction.model_validate(action.model_dump())
+    if action.action_type.value == "suggest_alternative":
+        assert action.suggested_equipment or action.suggested_reagents or action.suggested_technique \
+            or action.suggested_sample_size or action.suggested_duration_days

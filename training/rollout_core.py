@@ -8,6 +8,7 @@ its reply, the next user message, the assistant header) are masked out of the lo
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -36,8 +37,11 @@ SCRIPTED_SCIENTISTS: dict[str, Callable[[EpisodeJob], Any]] = {
 
 
 @dataclass
-class _Seat:
-    """One model seat of one episode: its chat, its token sequence and what it generated."""
+class ModelSeat:
+    """One model seat of one episode: its chat, its token sequence and what it generated.
+
+    ``seat_prompt`` extends it with an observation, ``record_turn`` with the model's reply; the same
+    pair drives ``training.model_agent.ModelAgent``, so one-at-a-time play matches rollouts."""
 
     chat: RoleChat = field(default_factory=RoleChat)
     prompt_ids: list[int] = field(default_factory=list)
@@ -71,7 +75,7 @@ def _scripted(spec: str, role: str, job: EpisodeJob):
     return SCRIPTED_SCIENTISTS[spec](job)
 
 
-def _env_ids(policy: PolicyModel, seat: _Seat) -> list[int]:
+def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:
     """Token ids between the end of the seat's last reply and the next generation prompt.
 
     The last reply is rendered as a sentinel so the template's treatment of its text (stripping,
@@ -91,7 +95,7 @@ def _env_ids(policy: PolicyModel, seat: _Seat) -> list[int]:
     return tok.encode(tail + opened[len(closed):], add_special_tokens=False)
 
 
-def _prompt(policy: PolicyModel, seat: _Seat, observation, sampling: SamplingConfig) -> list[int] | None:
+def seat_prompt(policy: PolicyModel, seat: ModelSeat, observation, sampling: SamplingConfig) -> list[int] | None:
     """Extend the seat's chat with the new observation; None when the context window is full."""
     budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)
     seat.chat.next_prompt(observation, **budget)
@@ -106,7 +110,7 @@ def _prompt(policy: PolicyModel, seat: _Seat, observation, sampling: SamplingCon
     return ids if len(ids) <= policy.prompt_budget(sampling) else None
 
 
-def _record_turn(seat: _Seat, g: Generation) -> None:
+def record_turn(seat: ModelSeat, g: Generation) -> None:
     seat.completion_ids += g.completion_ids
     seat.logprobs += g.logprobs
     seat.env_mask += [1] * len(g.completion_ids)
@@ -120,7 +124,12 @@ def play_jobs(
     sampling: SamplingConfig, max_rounds: int = 6, frozen: Optional[Mapping[str, PolicyModel]] = None,
     weights_version: int = -1, worker: str = "inprocess",
 ) -> list[RolloutRecord]:
-    """Play every job; return one RolloutRecord per job, in job order."""
+    """Play every job; return one RolloutRecord per job, in job order.
+
+    Each record's ``extra`` holds this call's ``generate_s`` (time inside model generation) and
+    ``total_s`` (the whole call), for the step-time breakdown."""
+    start = time.perf_counter()
+    generate_s = 0.0
     specs = {"scientist": scientist, "lab_manager": lab_manager}
     models: dict[str, PolicyModel] = dict(frozen or {})
     if POLICY_SEAT in specs.values():
@@ -128,7 +137,7 @@ def play_jobs(
             raise ValueError("a seat is 'policy' but no policy model was given")
         models[POLICY_SEAT] = policy
     loops, pending, logs = [], {}, {}
-    seats: list[dict[str, _Seat]] = []
+    seats: list[dict[str, ModelSeat]] = []
     for i, job in enumerate(jobs):
         agents = {}
         for role, spec in specs.items():
@@ -138,7 +147,7 @@ def play_jobs(
                 raise ValueError(f"seat {spec!r} was not loaded; pass it in frozen=")
             else:
                 agents[role] = _scripted(spec, role, job)
-        seats.append({role: _Seat() for role, a in agents.items() if a == EXTERNAL})
+        seats.append({role: ModelSeat() for role, a in agents.items() if a == EXTERNAL})
         env = ReplicaLabEnv(max_rounds=max_rounds)
         loops.append(episode_loop(env, agents["scientist"], agents["lab_manager"], seed=job.seed,
                                   template=job.template, difficulty=job.difficulty))
@@ -147,24 +156,28 @@ def play_jobs(
         by_model: dict[str, list[tuple[int, list[int]]]] = {}
         for i in sorted(pending):
             role = pending[i].role
-            ids = _prompt(models[specs[role]], seats[i][role], pending[i].observation, sampling)
+            ids = seat_prompt(models[specs[role]], seats[i][role], pending[i].observation, sampling)
             if ids is None:
                 _advance(loops, i, InvalidAction(role=role, error=CONTEXT_EXHAUSTED), pending, logs)
                 seats[i][role].parse_failures += 1
             else:
                 by_model.setdefault(specs[role], []).append((i, ids))
         for name, batch in by_model.items():
+            tick = time.perf_counter()
             outputs = models[name].generate_ids([ids for _, ids in batch], sampling)
+            generate_s += time.perf_counter() - tick
             for (i, _), g in zip(batch, outputs):
                 role = pending[i].role
-                _record_turn(seats[i][role], g)
+                record_turn(seats[i][role], g)
                 action = parse_action(g.text, role)
                 seats[i][role].parse_failures += isinstance(action, InvalidAction)
                 _advance(loops, i, action, pending, logs)
-    return [_record(job, logs[i], seats[i], specs, weights_version, worker) for i, job in enumerate(jobs)]
+    timing = {"generate_s": generate_s, "total_s": time.perf_counter() - start}
+    return [_record(job, logs[i], seats[i], specs, weights_version, worker, timing) for i, job in enumerate(jobs)]
 
 
-def _record(job: EpisodeJob, log, seats: dict[str, _Seat], specs, version: int, worker: str) -> RolloutRecord:
+def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: int, worker: str,
+            timing: dict) -> RolloutRecord:
     trajectory = None
     if specs[job.role] == POLICY_SEAT:
         s = seats[job.role]
@@ -172,7 +185,8 @@ def _record(job: EpisodeJob, log, seats: dict[str, _Seat], specs, version: int, 
             role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
             env_mask=s.env_mask, reward=log.total_reward, turns=s.turns, parse_failures=s.parse_failures,
         )
-    return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker)
+    return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker,
+                         extra=timing)
 
 
 def _advance(loops: list, index: int, action, pending: dict, logs: dict) -> None:

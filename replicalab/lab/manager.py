@@ -15,7 +15,7 @@ from replicalab.lab.answers import answer_questions
 from replicalab.lab.feasibility import FeasibilityReport, check_feasibility
 from replicalab.lab.repair import repair_plan
 from replicalab.models import LabManagerAction, LabManagerActionType as LA, LabManagerObservation, Protocol
-from replicalab.render import questions_in
+from replicalab.render import apply_suggestion, questions_in
 from replicalab.scenario import Scenario, canonical_id
 
 _NO_FLAGS = dict(budget_ok=False, equipment_ok=False, reagents_ok=False, schedule_ok=False, staff_ok=False)
@@ -30,6 +30,9 @@ def _reasons(report: FeasibilityReport) -> str:
 
 
 def _changes(old: Protocol, new: Protocol) -> dict:
+    """The suggestion fields that turn ``old`` into ``new``.  A field can only replace a part of the
+    plan with something non-empty (empty means "no change"), so a repair that drops every listed
+    item of a kind (say, hallucinated equipment) is not expressible as a suggestion."""
     out: dict = {}
     if canonical_id(new.technique) != canonical_id(old.technique):
         out["suggested_technique"] = new.technique
@@ -37,9 +40,9 @@ def _changes(old: Protocol, new: Protocol) -> dict:
         out["suggested_sample_size"] = new.sample_size
     if new.duration_days != old.duration_days:
         out["suggested_duration_days"] = new.duration_days
-    if new.required_equipment != _ids(old.required_equipment):
+    if new.required_equipment and new.required_equipment != _ids(old.required_equipment):
         out["suggested_equipment"] = new.required_equipment
-    if new.required_reagents != _ids(old.required_reagents):
+    if new.required_reagents and new.required_reagents != _ids(old.required_reagents):
         out["suggested_reagents"] = new.required_reagents
     return out
 
@@ -78,14 +81,15 @@ class ScriptedLabManager:
                 explanation=answers + f"The current plan fails: {_reasons(report)}.",
             )
         repaired = repair_plan(protocol, self.scenario)
-        if repaired is not None:
-            after = check_feasibility(repaired, self.scenario)
-            changes = _changes(protocol, repaired)
-            if changes and (after.ok or len(after.failed) < len(report.failed)):
-                return LabManagerAction(
-                    action_type=LA.SUGGEST_ALTERNATIVE, feasible=False, **flags,
-                    explanation=f"Not feasible as proposed: {_reasons(report)}.", **changes,
-                )
+        changes = _changes(protocol, repaired) if repaired is not None else {}
+        if changes:
+            suggestion = LabManagerAction(
+                action_type=LA.SUGGEST_ALTERNATIVE, feasible=False, **flags,
+                explanation=f"Not feasible as proposed: {_reasons(report)}.", **changes,
+            )
+            after = check_feasibility(apply_suggestion(protocol, suggestion), self.scenario)
+            if after.ok or len(after.failed) < len(report.failed):
+                return suggestion
         return LabManagerAction(
             action_type=LA.REJECT, feasible=False, **flags,
             explanation=f"Not feasible and the lab has no alternative to offer: {_reasons(report)}.",
