@@ -90,3 +90,49 @@ def test_eval_report(default_model, tmp_path):
     assert (tmp_path / "eval" / "reward_by_cell.png").stat().st_size > 1000
     assert "| scripted:naive |" in (tmp_path / "eval" / "report.md").read_text()
     assert report == saved
+
+
+def test_grid_sweep_picks_a_best_config(default_model, tmp_path):
+    from training.sweep import run_sweep
+    from training.sweep_config import load_sweep_config
+
+    overrides = [*TINY, "grpo.max_steps=1", "grpo.groups_per_step=1", f"model={default_model}",
+                 "checkpoint.save_steps=100"]
+    cfg = load_sweep_config("configs/sweeps/cpu_grid.yaml", [f"out={tmp_path}", f"overrides={json.dumps(overrides)}"])
+    result = run_sweep(cfg)
+    assert len(result["trials"]) == 4 and all(t["score"] is not None for t in result["trials"])
+    scores = [t["score"] for t in result["trials"]]
+    assert result["best"]["score"] == max(scores)
+    best = (tmp_path / "cpu-grid" / "best.yaml").read_text()
+    assert f"learning_rate: {result['best']['grpo.learning_rate']}" in best
+    assert (tmp_path / "cpu-grid" / "trials.md").exists()
+
+
+def test_ray_submit_trains_through_a_ray_job(default_model, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    port, dash = free_port(), free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                    "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--num-cpus=2",
+                    f"--temp-dir={tmp_path / 'ray'}"], check=True, env=env, capture_output=True)
+    try:
+        out = subprocess.run(
+            ["bash", "launch/ray_submit.sh", "configs/train/default.yaml", *TINY, "grpo.max_steps=1",
+             "grpo.groups_per_step=1", "rollout.backend=ray", "rollout.num_workers=1", f"model={default_model}",
+             f"output_dir={tmp_path / 'runs'}"],
+            env={**env, "RAY_ADDRESS": f"http://127.0.0.1:{dash}", "JOB_PYTHON": sys.executable},
+            capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert "Training finished" in out.stdout and "succeeded" in out.stdout
+        assert (tmp_path / "runs" / "scientist-vs-scripted" / "final" / "model.safetensors").exists()
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True)

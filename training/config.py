@@ -301,7 +301,8 @@ def _merge(base: dict[str, Any], update: dict[str, Any], where: str, source: str
         if key not in base:
             level = f"under '{where}'" if where else "at the top level"
             raise ConfigError(f"unknown key '{path}' in {source}; valid keys {level}: {', '.join(base)}")
-        if isinstance(base[key], dict) and isinstance(value, dict):
+        if isinstance(base[key], dict) and base[key] and isinstance(value, dict):
+            # a nested config section (its dump is never empty); an empty default is a free-form mapping
             _merge(base[key], value, path, source)
         else:
             base[key] = value
@@ -321,7 +322,7 @@ def _parse_override(text: str) -> dict[str, Any]:
 def load_config(cls: type[ConfigT], path: str | Path | None, overrides: Sequence[str] = ()) -> ConfigT:
     """Defaults of ``cls``, deep-merged with the YAML mapping at ``path`` (None or an empty file: no
     change), then with each ``a.b.c=value`` override (value parsed as YAML), validated."""
-    data = cls().model_dump(mode="python")
+    data = cls.model_construct().model_dump(mode="python")  # defaults, not yet validated
     if path is not None:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         if loaded is not None and not isinstance(loaded, dict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ def run_sweep(sweep: SweepConfig) -> dict[str, Any]:
 
     out = Path(sweep.out) / sweep.name
     out.mkdir(parents=True, exist_ok=True)
+    sweep = sweep.model_copy(update={"base": str(Path(sweep.base).resolve()), "out": str(Path(sweep.out).resolve())})
+    os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials resolve relative paths from here
     points = sweep.trials()
     started = not ray.is_initialized()
     if started:
