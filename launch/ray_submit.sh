@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Submit a training run as a Ray job to the cluster at $RAY_ADDRESS (e.g. http://head:8265).
+# Submit a training run as a Ray job to the cluster at $RAY_ADDRESS (the dashboard, e.g. http://head:8265).
 #   RAY_ADDRESS=http://127.0.0.1:8265 bash launch/ray_submit.sh configs/train/default.yaml grpo.max_steps=4
 # The working directory is shipped as the job's runtime env; the job joins the cluster's Ray
-# (rollout.ray_address=auto) instead of starting its own.
+# (rollout.ray_address=auto) instead of starting its own.  Exits with the job's outcome.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${RAY_ADDRESS:?set RAY_ADDRESS to the Ray dashboard address, e.g. http://127.0.0.1:8265}"
@@ -11,5 +11,22 @@ shift || true
 RAY="${RAY:-.venv/bin/ray}"
 PY="${JOB_PYTHON:-$(pwd)/.venv/bin/python}"
 RUNTIME_ENV=$(printf '{"working_dir": ".", "excludes": [".venv", "runs", "artifacts", ".git", "wandb"], "env_vars": {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "%s", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": "."}}' "${WANDB_MODE:-offline}")
-exec "$RAY" job submit --address "$RAY_ADDRESS" --runtime-env-json "$RUNTIME_ENV" ${SUBMIT_ARGS:-} -- \
-  "$PY" -m replicalab.cli train --config "$CONFIG" rollout.ray_address=auto "$@"
+JOB_ID="replicalab-$(date +%Y%m%d-%H%M%S)-$$"
+# A fresh head needs a few seconds before its job agent accepts submissions.
+for attempt in $(seq 1 "${SUBMIT_RETRIES:-24}"); do
+  if out=$("$RAY" job submit --address "$RAY_ADDRESS" --submission-id "$JOB_ID" --no-wait \
+        --runtime-env-json "$RUNTIME_ENV" -- "$PY" -m replicalab.cli train --config "$CONFIG" \
+        rollout.ray_address=auto "$@" 2>&1); then
+    break
+  fi
+  case "$out" in
+    *"No available agent"*|*"Failed to connect"*) sleep 5 ;;
+    *) echo "$out" >&2; exit 1 ;;
+  esac
+  [ "$attempt" -lt "${SUBMIT_RETRIES:-24}" ] || { echo "$out" >&2; exit 1; }
+done
+echo "submitted Ray job $JOB_ID to $RAY_ADDRESS"
+"$RAY" job logs --address "$RAY_ADDRESS" --follow "$JOB_ID"
+status=$("$RAY" job status --address "$RAY_ADDRESS" "$JOB_ID" 2>&1 | tail -n 1)
+echo "$status"
+case "$status" in *SUCCEEDED*|*succeeded*) exit 0 ;; *) exit 1 ;; esac
