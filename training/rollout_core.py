@@ -52,6 +52,7 @@ class ModelSeat:
     parse_failures: int = 0
     last_reply: str = ""
     last_finished: bool = True
+    exhausted: bool = False
 
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
@@ -96,7 +97,10 @@ def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:
 
 
 def seat_prompt(policy: PolicyModel, seat: ModelSeat, observation, sampling: SamplingConfig) -> list[int] | None:
-    """Extend the seat's chat with the new observation; None when the context window is full."""
+    """Extend the seat's chat with the new observation; None when the context window is full (then,
+    and for every later turn of the seat, the turn is an invalid one and nothing is generated)."""
+    if seat.exhausted:
+        return None
     budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)
     seat.chat.next_prompt(observation, **budget)
     if not seat.prompt_ids:
@@ -107,7 +111,8 @@ def seat_prompt(policy: PolicyModel, seat: ModelSeat, observation, sampling: Sam
         seat.logprobs += [0.0] * len(env)
         seat.env_mask += [0] * len(env)
     ids = seat.context()
-    return ids if len(ids) <= policy.prompt_budget(sampling) else None
+    seat.exhausted = len(ids) > policy.prompt_budget(sampling)
+    return None if seat.exhausted else ids
 
 
 def record_turn(seat: ModelSeat, g: Generation) -> None:
