@@ -2,9 +2,9 @@
 
     python benchmarks/bench_generate.py [--episodes 18] [--role scientist] [--model DIR]
 
-Both ways play the same held-out specs with greedy decoding: one at a time is ``ModelAgent`` inside
-``run_episode``; batched is ``run_episodes_batched`` (one ``generate`` call per turn for all
-episodes).  Prints episodes/s both ways and the speedup ratio.
+Both ways play the same held-out jobs with greedy decoding and the same append-only chats: one at a
+time is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout_core.play_jobs`` (one
+``generate`` call per step for all episodes).  Prints episodes/s both ways and the speedup ratio.
 """
 
 from __future__ import annotations
@@ -19,29 +19,33 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from replicalab import HELDOUT_SEEDS, ReplicaLabEnv, run_episode  # noqa: E402
 from replicalab.agents import AdaptiveScientist  # noqa: E402
 from training.default_model import resolve_default_model  # noqa: E402
-from training.model_agent import GREEDY, EpisodeSpec, ModelAgent, run_episodes_batched  # noqa: E402
-from training.model_eval import episode_specs  # noqa: E402
+from training.model_agent import ModelAgent, greedy_for  # noqa: E402
+from training.model_eval import SEATS, episode_jobs  # noqa: E402
 from training.policy import PolicyModel  # noqa: E402
+from training.records import EpisodeJob  # noqa: E402
+from training.rollout_core import play_jobs  # noqa: E402
 
 DEFAULT_EPISODES = 18
 
 
-def bench(policy: PolicyModel, role: str, specs: Sequence[EpisodeSpec]) -> dict[str, float]:
-    """Seconds and episodes/s for sequential and batched play of ``specs``."""
+def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[str, float]:
+    """Seconds and episodes/s for sequential and batched play of ``jobs``."""
+    sampling = greedy_for(policy)
     started = time.perf_counter()
-    for spec in specs:
-        agent = ModelAgent(policy, role, GREEDY)  # type: ignore[arg-type]
+    for job in jobs:
+        agent = ModelAgent(policy, role, sampling)  # type: ignore[arg-type]
         scientist, lab = (agent, None) if role == "scientist" else (AdaptiveScientist(), agent)
-        run_episode(ReplicaLabEnv(), scientist, lab, seed=spec.seed, template=spec.template,
-                    difficulty=spec.difficulty)
+        run_episode(ReplicaLabEnv(), scientist, lab, seed=job.seed, template=job.template,
+                    difficulty=job.difficulty)
     sequential = time.perf_counter() - started
+    scientist_seat, lab_seat = SEATS[role]
     started = time.perf_counter()
-    run_episodes_batched(policy, role, specs, sampling=GREEDY)  # type: ignore[arg-type]
+    play_jobs(policy, list(jobs), scientist=scientist_seat, lab_manager=lab_seat, sampling=sampling)
     batched = time.perf_counter() - started
     return {
-        "episodes": len(specs),
-        "sequential_eps": len(specs) / sequential,
-        "batched_eps": len(specs) / batched,
+        "episodes": len(jobs),
+        "sequential_eps": len(jobs) / sequential,
+        "batched_eps": len(jobs) / batched,
         "speedup": sequential / batched,
     }
 
@@ -53,10 +57,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, float]:
     parser.add_argument("--model", default=None, help="checkpoint dir (default: the embedded model)")
     args = parser.parse_args(argv)
     model_dir = args.model or str(resolve_default_model())
-    policy = PolicyModel(model_dir, sampling=GREEDY)
+    policy = PolicyModel(model_dir)
     seeds = list(HELDOUT_SEEDS)[: max(1, -(-args.episodes // 9))]
-    specs = episode_specs(seeds)[: args.episodes]
-    result = bench(policy, args.role, specs)
+    jobs = episode_jobs(seeds, args.role)[: args.episodes]
+    result = bench(policy, args.role, jobs)
     print(f"model {model_dir} on {policy.device}, role {args.role}, {result['episodes']} episodes")
     print(f"one at a time: {result['sequential_eps']:.2f} episodes/s")
     print(f"batched:       {result['batched_eps']:.2f} episodes/s")

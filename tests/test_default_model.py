@@ -1,4 +1,5 @@
-"""The embedded default model pipeline on a tiny config, and model agents in real episodes."""
+"""The embedded default model pipeline on a tiny config, SFT data in the rollouts' chat format, and
+model agents in real episodes."""
 
 from __future__ import annotations
 
@@ -8,22 +9,28 @@ from pathlib import Path
 import pytest
 
 from replicalab import HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, run_episode
+from replicalab.agents import AdaptiveScientist
 from replicalab.models import EpisodeLog
 from training.default_model import build_default_model, resolve_default_model
-from training.model_agent import GREEDY, EpisodeSpec, ModelAgent, load_agent_spec, run_episodes_batched
+from training.model_agent import GREEDY, ModelAgent, load_agent_spec
 from training.model_config import ArchitectureConfig, DefaultModelConfig, SamplingConfig, SFTHyperParams
-from training.policy import PolicyModel
+from training.policy import Generation, PolicyModel
+from training.records import EpisodeJob
+from training.rollout_core import play_jobs
+from training.sft import tokenize_example
+from training.sft_data import collect_transcripts, conversation_example, record_episode
 
 #: Few SFT steps on one seed: exercises the whole build in seconds (the model will not play well).
 TINY_BUILD = DefaultModelConfig(
     vocab_size=600,
     architecture=ArchitectureConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048),
+                                    num_attention_heads=4, num_key_value_heads=2),
     sft=SFTHyperParams(lm_steps=1, completion_steps=2, per_device_train_batch_size=4, logging_steps=1),
     n_train_seeds=1,
     max_new_tokens=32,
 )
 SHORT = SamplingConfig(max_new_tokens=32, seed=0)
+SCIENTIST_SEATS = dict(scientist="policy", lab_manager="scripted")
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +41,12 @@ def built_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_policy(built_dir: Path) -> PolicyModel:
     return PolicyModel(str(built_dir), sampling=SHORT, device="cpu")
+
+
+def _jobs(role: str, n: int = 3) -> list[EpisodeJob]:
+    return [EpisodeJob(job_id=i, seed=HELDOUT_SEEDS[i], template=TEMPLATES[i % len(TEMPLATES)], difficulty=d,
+                       role=role)  # type: ignore[arg-type]
+            for i, d in enumerate(["easy", "medium", "hard"][:n])]
 
 
 def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
@@ -59,46 +72,88 @@ def test_checkpoint_reloads_offline_with_identical_token_ids(built_dir: Path) ->
     assert tokenizer.decode(tokenizer.encode(text)) == text
     assert model.config.vocab_size == len(tokenizer)
     assert tokenizer.eos_token_id in model.generation_config.eos_token_id
+    # whole JSON tokens: a key with its colon and a quoted identifier are one token each
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode('{"action_type":"accept"}')) == \
+        ["{", '"action_type":', '"accept"', "}"]
+
+
+def test_sft_examples_use_the_rollouts_append_only_chat() -> None:
+    """Each turn's prompt is the previous prompt + the assistant reply + one new user message."""
+    sci, lab, stats = collect_transcripts(1)
+    multi = [t for t in sci + lab if len(t) >= 2]
+    assert multi and stats.examples_scientist == sum(map(len, sci))
+    for transcript in multi:
+        first, second = transcript[0], transcript[1]
+        assert [m["role"] for m in first["prompt"]] == ["system", "user"]
+        assert second["prompt"][:3] == [*first["prompt"], *first["completion"]]
+        assert [m["role"] for m in second["prompt"][2:]] == ["assistant", "user"]
+        whole = conversation_example(transcript)["messages"]
+        assert whole == [*transcript[-1]["prompt"], *transcript[-1]["completion"]]
+        assert sum(m["role"] == "assistant" for m in whole) == len(transcript)
+
+
+def test_sft_tokens_are_the_rollout_tokens(tiny_policy: PolicyModel) -> None:
+    """A conversation example tokenizes to exactly the ids and mask ``play_jobs`` builds when the
+    model's replies are the scripted ones (so the warm start is trained on rollout sequences)."""
+    seed, template, difficulty = HELDOUT_SEEDS[2], TEMPLATES[0], "hard"
+    sci, _, log = record_episode(seed, template, difficulty)
+    replies = iter(ex["completion"][0]["content"] for ex in sci)
+    tok = tiny_policy.tokenizer
+
+    class Teacher(PolicyModel):
+        def generate_ids(self, prompts, sampling=None, *, truncated=None):  # type: ignore[override]
+            text = next(replies)
+            ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+            return [Generation(text=text, prompt_ids=list(prompts[0]), completion_ids=ids, logprobs=[0.0] * len(ids))]
+
+    teacher = Teacher(model=tiny_policy.model, tokenizer=tok, device="cpu")
+    job = EpisodeJob(job_id=0, seed=seed, template=template, difficulty=difficulty, role="scientist")
+    (record,) = play_jobs(teacher, [job], sampling=SHORT, **SCIENTIST_SEATS)
+    assert record.log == log and len(sci) >= 2
+    row = tokenize_example(tok, conversation_example(sci))
+    traj = record.trajectory
+    assert traj is not None
+    assert traj.prompt_ids + traj.completion_ids == row["input_ids"]
+    assert [0] * len(traj.prompt_ids) + traj.env_mask == row["completion_mask"]
 
 
 @pytest.mark.parametrize("role", ["scientist", "lab_manager"])
 def test_model_agent_plays_full_episode(tiny_policy: PolicyModel, role: str) -> None:
     agent = ModelAgent(tiny_policy, role, SHORT)  # type: ignore[arg-type]
-    scientist, lab = (agent, None) if role == "scientist" else (load_scientist(), agent)
+    scientist, lab = (agent, None) if role == "scientist" else (AdaptiveScientist(), agent)
     log = run_episode(ReplicaLabEnv(), scientist, lab, seed=HELDOUT_SEEDS[0], template=TEMPLATES[0],
                       difficulty="easy")
     assert isinstance(log, EpisodeLog)
     assert len(agent.generations) == sum(t.role == role for t in log.turns) >= 1
-
-
-def load_scientist():
-    from replicalab.agents import AdaptiveScientist
-
-    return AdaptiveScientist()
+    assert agent.chat.messages[0]["role"] == "system"
+    assert sum(m["role"] == "assistant" for m in agent.chat.messages) == len(agent.generations)
+    for earlier, later in zip(agent.generations, agent.generations[1:]):  # one growing sequence
+        assert later.prompt_ids[: len(earlier.prompt_ids) + len(earlier.completion_ids)] == \
+            earlier.prompt_ids + earlier.completion_ids
 
 
 @pytest.mark.parametrize("role", ["scientist", "lab_manager"])
-def test_batched_episodes_return_logs_and_generations(tiny_policy: PolicyModel, role: str) -> None:
-    specs = [EpisodeSpec(HELDOUT_SEEDS[i], TEMPLATES[i % len(TEMPLATES)], d)
-             for i, d in enumerate(["easy", "medium", "hard"])]
-    rollouts = run_episodes_batched(tiny_policy, role, specs, sampling=SHORT)  # type: ignore[arg-type]
-    assert [r.spec for r in rollouts] == specs
-    for rollout in rollouts:
-        assert rollout.log.seed == rollout.spec.seed
-        turns = [t for t in rollout.log.turns if t.role == role]
-        assert len(rollout.generations) == len(turns) >= 1
-        for gen in rollout.generations:
-            assert len(gen.completion_ids) == len(gen.logprobs) and all(x <= 0 for x in gen.logprobs)
+def test_play_jobs_with_the_model_in_either_seat(tiny_policy: PolicyModel, role: str) -> None:
+    seats = SCIENTIST_SEATS if role == "scientist" else dict(scientist="scripted:adaptive", lab_manager="policy")
+    jobs = _jobs(role)
+    records = play_jobs(tiny_policy, jobs, sampling=SHORT, **seats)
+    assert [r.job for r in records] == jobs
+    for record in records:
+        assert record.log.seed == record.job.seed
+        traj = record.trajectory
+        assert traj is not None and traj.role == role
+        assert traj.turns == sum(t.role == role for t in record.log.turns) >= 1
+        assert len(traj.completion_ids) == len(traj.logprobs) == len(traj.env_mask)
 
 
 def test_batched_greedy_matches_one_at_a_time(tiny_policy: PolicyModel) -> None:
-    spec = EpisodeSpec(HELDOUT_SEEDS[1], TEMPLATES[0], "medium")
+    job = EpisodeJob(job_id=0, seed=HELDOUT_SEEDS[1], template=TEMPLATES[0], difficulty="medium", role="scientist")
     greedy = GREEDY.model_copy(update={"max_new_tokens": 32})
     agent = ModelAgent(tiny_policy, "scientist", greedy)
-    log = run_episode(ReplicaLabEnv(), agent, None, seed=spec.seed, template=spec.template,
-                      difficulty=spec.difficulty)
-    (batched,) = run_episodes_batched(tiny_policy, "scientist", [spec], sampling=greedy)
-    assert batched.log == log
+    log = run_episode(ReplicaLabEnv(), agent, None, seed=job.seed, template=job.template,
+                      difficulty=job.difficulty)
+    (record,) = play_jobs(tiny_policy, [job], sampling=greedy, **SCIENTIST_SEATS)
+    assert record.log == log
 
 
 def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,17 +161,16 @@ def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.Monkey
     assert resolve_default_model() == built_dir  # present: no rebuild
     agent = load_agent_spec("model:default", "scientist", device="cpu")()
     assert agent.policy.name_or_path == str(built_dir)
+    assert agent.sampling.do_sample is False and agent.sampling.max_new_tokens == TINY_BUILD.max_new_tokens
     assert load_agent_spec(f"model:{built_dir}", "lab_manager", device="cpu")().role == "lab_manager"
 
 
-@pytest.mark.slow
-def test_full_default_model_meets_targets(tmp_path: Path) -> None:
-    """The real build: under 10 minutes, >= 95% parseable turns per seat, Scientist >= NaiveScientist."""
+def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
     from training.model_eval import evaluate_model_seats
 
-    out = build_default_model(tmp_path / "model", progress=False)
-    info = json.loads((out / "build_info.json").read_text())
-    assert info["build_seconds"] < 600
-    report = evaluate_model_seats(out, list(HELDOUT_SEEDS)[:5])
-    assert report.scientist.parse_rate >= 0.95 and report.lab_manager.parse_rate >= 0.95
-    assert report.scientist.mean_reward >= report.naive_scientist_mean_reward
+    report = evaluate_model_seats(tiny_policy, HELDOUT_SEEDS[:1], templates=TEMPLATES[:1],
+                                  difficulties=["easy", "hard"], sampling=SHORT)
+    for seat in (report.scientist, report.lab_manager):
+        assert seat.episodes == 2 and seat.model_turns >= 2
+        assert 0.0 <= seat.parse_rate <= 1.0 and seat.parse_failures <= seat.model_turns
+    assert report.naive_scientist_mean_reward == report.scientist.baseline_mean_reward

@@ -12,7 +12,7 @@ import torch
 from pydantic import ValidationError
 
 from replicalab.models import InvalidAction, LabManagerObservation, ScientistObservation
-from training.model_agent import ModelAgent, load_agent_spec, prompt_messages
+from training.model_agent import ModelAgent, load_agent_spec
 from training.model_config import IM_END_TOKEN, PAD_TOKEN, SamplingConfig
 from training.policy import PolicyModel
 
@@ -31,6 +31,14 @@ MAX_NEW = 24
 def policy(policy_tiny_model_dir: Path) -> PolicyModel:
     return PolicyModel(str(policy_tiny_model_dir), sampling=SamplingConfig(max_new_tokens=MAX_NEW, seed=0),
                        device="cpu")
+
+
+@pytest.fixture(scope="module")
+def wide_policy(policy: PolicyModel) -> PolicyModel:
+    """The tiny policy with room for a whole game prompt (its tokenizer was not trained on the game)."""
+    wide = PolicyModel(model=policy.model, tokenizer=policy.tokenizer, sampling=policy.sampling, device="cpu")
+    wide.max_positions = 4096
+    return wide
 
 
 def test_model_config_module_is_torch_free() -> None:
@@ -134,24 +142,38 @@ def _scientist_observation() -> ScientistObservation:
     )
 
 
-def test_garbage_model_output_becomes_invalid_action(policy: PolicyModel) -> None:
+def test_garbage_model_output_becomes_invalid_action(wide_policy: PolicyModel) -> None:
+    policy = wide_policy
+
     class Garbage(PolicyModel):
-        def generate(self, batch, sampling=None):  # type: ignore[override]
-            return [g.__class__(**{**g.__dict__, "text": "}{ not json ```"}) for g in super().generate(batch, sampling)]
+        def generate_ids(self, prompts, sampling=None, *, truncated=None):  # type: ignore[override]
+            return [g.__class__(**{**g.__dict__, "text": "}{ not json ```"})
+                    for g in super().generate_ids(prompts, sampling, truncated=truncated)]
 
     garbage = Garbage(model=policy.model, tokenizer=policy.tokenizer, sampling=policy.sampling, device="cpu")
-    action = ModelAgent(garbage, "scientist")(_scientist_observation())
-    assert isinstance(action, InvalidAction) and action.role == "scientist"
+    garbage.max_positions = policy.max_positions
+    agent = ModelAgent(garbage, "scientist")
+    action = agent(_scientist_observation())
+    assert isinstance(action, InvalidAction) and action.role == "scientist" and len(agent.generations) == 1
     lab_obs = LabManagerObservation(budget_total=100, budget_remaining=100, staff_count=1, time_limit_days=5)
     assert isinstance(ModelAgent(garbage, "lab_manager")(lab_obs), InvalidAction)
 
 
-def test_model_agent_prompt_fits_context(policy: PolicyModel) -> None:
+def test_model_agent_prompt_fits_context(wide_policy: PolicyModel) -> None:
+    policy = wide_policy
     agent = ModelAgent(policy, "scientist")
     agent(_scientist_observation())
     (gen,) = agent.generations
     assert len(gen.prompt_ids) + policy.max_new_tokens() <= policy.max_positions
-    assert prompt_messages(policy, _scientist_observation())[0]["role"] == "system"
+    assert gen.prompt_ids == policy.encode_chat(agent.chat.messages[:2])
+    assert [m["role"] for m in agent.chat.messages] == ["system", "user", "assistant"]
+
+
+def test_model_agent_turn_past_the_context_window_is_invalid(policy: PolicyModel) -> None:
+    """As in rollouts: a prompt that no longer fits is an invalid turn, not a truncated prompt."""
+    agent = ModelAgent(policy, "scientist")  # 512 positions: the game's system prompt alone overflows
+    action = agent(_scientist_observation())
+    assert isinstance(action, InvalidAction) and "context" in action.error and not agent.generations
 
 
 def test_load_agent_spec(policy_tiny_model_dir: Path) -> None:

@@ -26,7 +26,7 @@ from training.model_config import (
     PAD_TOKEN,
     DefaultModelConfig,
 )
-from training.sft import run_sft, sequence_lengths
+from training.sft import run_sft, tokenize_example
 from training.tokenizer_build import save_and_verify, train_tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +59,7 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
         num_hidden_layers=arch.num_hidden_layers,
         num_attention_heads=arch.num_attention_heads,
         num_key_value_heads=arch.num_key_value_heads,
+        head_dim=arch.head_dim or arch.hidden_size // arch.num_attention_heads,
         max_position_embeddings=arch.max_position_embeddings,
         rope_theta=arch.rope_theta,
         tie_word_embeddings=arch.tie_word_embeddings,
@@ -68,6 +69,10 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
     )
     torch.manual_seed(cfg.sft.seed)
     model = Qwen2ForCausalLM(config)
+    if arch.copy_circuit:
+        from training.copy_circuit import wire_copy_circuit
+
+        wire_copy_circuit(model, seed=cfg.sft.seed)
     model.generation_config = GenerationConfig(
         eos_token_id=[eos_id], pad_token_id=pad_id, bos_token_id=None, do_sample=False,
         max_new_tokens=cfg.max_new_tokens,
@@ -82,21 +87,25 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     The build writes into a sibling scratch directory and renames it at the end, so an interrupted
     build never leaves a half-written checkpoint behind.
     """
-    from training.sft_data import collect_examples, example_texts  # needs the game package
+    from training.sft_data import collect_transcripts, example_texts  # needs the game package
 
     cfg = cfg or DefaultModelConfig()
     out = Path(out_dir).expanduser().resolve()
     started, cpu_started = time.perf_counter(), time.process_time()
     torch.set_num_threads(cfg.torch_threads)
     _say(progress, f"[default-model] recording scripted transcripts on {cfg.n_train_seeds} train seeds")
-    sci, lab, stats = collect_examples(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
-                                       max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
-    examples = _interleave(sci, lab)
-    _say(progress, f"[default-model] {len(sci)} scientist + {len(lab)} lab-manager examples "
-                   f"from {stats.episodes} episodes; training tokenizer")
+    sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
+                                          max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
+    examples = training_examples(sci, lab, cfg.scientist_first_turn_repeats)
+    _say(progress, f"[default-model] {stats.examples_scientist} scientist + {stats.examples_lab_manager} "
+                   f"lab-manager turns from {stats.episodes} episodes as {len(examples)} chat examples; "
+                   "training tokenizer")
     tokenizer = train_tokenizer(example_texts(examples), vocab_size=cfg.vocab_size,
-                                min_frequency=cfg.tokenizer_min_frequency)
-    lengths = sequence_lengths(tokenizer, examples)
+                                min_frequency=cfg.tokenizer_min_frequency,
+                                json_token_min_frequency=cfg.json_token_min_frequency,
+                                number_tokens=cfg.number_tokens)
+    rows = [tokenize_example(tokenizer, ex) for ex in examples]
+    lengths = [len(r["input_ids"]) for r in rows]
     max_len = max(lengths)
     positions = cfg.architecture.max_position_embeddings
     if max_len + MIN_COMPLETION_ROOM > positions:
@@ -104,21 +113,24 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     model = make_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     n_params = sum(p.numel() for p in model.parameters())
     _say(progress, f"[default-model] {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, "
-                   f"longest example {max_len} tokens (mean {sum(lengths) / len(lengths):.0f}); SFT")
+                   f"longest example {max_len} tokens (mean {sum(lengths) / len(lengths):.0f}, "
+                   f"{sum(lengths)} in all); SFT")
     phases = []
     if cfg.sft.lm_steps:
         _say(progress, f"[default-model] SFT phase 1: {cfg.sft.lm_steps} steps, loss on all tokens")
-        phases.append(run_sft(model, tokenizer, examples, cfg.sft, max_length=max_len,
+        phases.append(run_sft(model, tokenizer, rows, cfg.sft, max_length=max_len,
                               max_steps=cfg.sft.lm_steps, completion_only=False, progress=progress))
-    _say(progress, f"[default-model] SFT phase 2: {cfg.sft.completion_steps} steps, completion-only loss")
-    phases.append(run_sft(model, tokenizer, examples, cfg.sft, max_length=max_len,
-                          max_steps=cfg.sft.completion_steps, completion_only=True, progress=progress))
+    _say(progress, f"[default-model] SFT phase {len(phases) + 1}: {cfg.sft.completion_steps} steps, "
+                   "loss on the assistant turns")
+    phases.append(run_sft(model, tokenizer, rows, cfg.sft, max_length=max_len,
+                          max_steps=cfg.sft.completion_steps, completion_only=True,
+                          learning_rate=cfg.sft.completion_learning_rate, progress=progress))
     sft = phases[-1]
     scratch = out.with_name(out.name + ".building")
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     model.save_pretrained(str(scratch))
-    save_and_verify(tokenizer, scratch, probes=[m["content"] for m in examples[0]["prompt"]])
+    save_and_verify(tokenizer, scratch, probes=[m["content"] for m in examples[0]["messages"]])
     info: dict[str, Any] = {
         "config": cfg.model_dump(mode="json"),
         "parameters": n_params,
@@ -142,11 +154,16 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     return out
 
 
-def _interleave(a: list[dict], b: list[dict]) -> list[dict]:
-    """Both seats' examples in one list (already shuffled per seat by the collector)."""
+def training_examples(scientist: list, lab_manager: list, first_turn_repeats: int = 0) -> list[dict]:
+    """One whole-chat example per recorded seat and episode (both seats interleaved), plus
+    ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)."""
+    from training.sft_data import conversation_example, first_turn_example
+
     out: list[dict] = []
-    for i in range(max(len(a), len(b))):
-        out.extend(x[i] for x in (a, b) if i < len(x))
+    for i in range(max(len(scientist), len(lab_manager))):
+        out.extend(conversation_example(x[i]) for x in (scientist, lab_manager) if i < len(x))
+    for _ in range(first_turn_repeats):
+        out.extend(first_turn_example(t) for t in scientist)
     return out
 
 

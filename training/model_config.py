@@ -52,13 +52,17 @@ class ArchitectureConfig(BaseModel):
     num_hidden_layers: int = Field(default=4, ge=1)
     num_attention_heads: int = Field(default=4, ge=1)
     num_key_value_heads: int = Field(default=2, ge=1)
-    max_position_embeddings: int = Field(default=2048, ge=64)
+    #: Width of one attention head (None: hidden_size / num_attention_heads).
+    head_dim: Optional[int] = Field(default=None, ge=8)
+    max_position_embeddings: int = Field(default=4096, ge=64)
     rope_theta: float = Field(default=10000.0, gt=0.0)
     tie_word_embeddings: bool = True
+    #: Initialise a copy (induction) circuit into layers 0-1 (``training.copy_circuit``).
+    copy_circuit: bool = False
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ArchitectureConfig":
-        if self.hidden_size % self.num_attention_heads:
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError("hidden_size must be divisible by num_attention_heads")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be divisible by num_key_value_heads")
@@ -77,6 +81,8 @@ class SFTHyperParams(BaseModel):
     model_config = _STRICT
 
     learning_rate: float = Field(default=3e-3, gt=0.0)
+    #: Learning rate of the completion-only phase (None: ``learning_rate``).
+    completion_learning_rate: Optional[float] = Field(default=None, gt=0.0)
     lm_steps: int = Field(default=300, ge=0)
     completion_steps: int = Field(default=450, ge=1)
     per_device_train_batch_size: int = Field(default=4, ge=1)
@@ -102,10 +108,15 @@ class DefaultModelConfig(BaseModel):
 
     vocab_size: int = Field(default=2048, ge=300)
     tokenizer_min_frequency: int = Field(default=2, ge=1)
+    #: Add whole JSON tokens seen at least this often (0: BPE only); see ``training.tokenizer_build``.
+    json_token_min_frequency: int = Field(default=2, ge=0)
+    #: Add the integers ``0 .. number_tokens - 1`` as single tokens (0: digits stay BPE pieces).
+    number_tokens: int = Field(default=256, ge=0)
     architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
     sft: SFTHyperParams = Field(default_factory=SFTHyperParams)
     n_train_seeds: int = Field(default=60, ge=1)
     naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     max_rounds: int = Field(default=6, ge=1)
+    scientist_first_turn_repeats: int = Field(default=0, ge=0)
     max_new_tokens: int = Field(default=256, ge=16)
     torch_threads: int = Field(default=2, ge=1)

@@ -1,10 +1,12 @@
 """Measure a policy model in both seats on given seeds: parse rates and mean rewards vs baselines.
 
-``evaluate_model_seats`` plays the model as Scientist against the scripted Lab Manager, and as Lab
-Manager against ``AdaptiveScientist``, on every seed x template x difficulty, batching the model's
-turns across episodes.  It reports, per seat, the share of model turns that parse into a valid action
-(``parse_rate``) and the share the env accepted as valid turns (``valid_turn_rate``), and the mean
-rewards next to the scripted baselines on the very same scenarios.
+``evaluate_model_seats`` plays the model with ``training.rollout_core.play_jobs`` -- the rollout code
+of training, append-only chats included -- as Scientist against the scripted Lab Manager, and as
+Lab Manager against ``AdaptiveScientist``, on every seed x template x difficulty, with greedy
+decoding.  Per seat it reports the share of model turns that parse into a valid action
+(``parse_rate = 1 - parse failures / model turns``, from the trajectories), the share of the seat's
+turns the env accepted (``valid_turn_rate``), and mean rewards next to scripted baselines played on
+the very same scenarios.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ from typing import Iterable, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict
 
-from replicalab import DIFFICULTIES, TEMPLATES, ReplicaLabEnv, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist
-from replicalab.models import InvalidAction
-from replicalab.parsing import parse_action
-from training.model_agent import GREEDY, EpisodeRollout, EpisodeSpec, SeatRole, run_episodes_batched
+from replicalab import DIFFICULTIES, TEMPLATES
+from training.model_agent import SeatRole, greedy_for
 from training.model_config import SamplingConfig
 from training.policy import PolicyModel
+from training.records import EpisodeJob, RolloutRecord
+from training.rollout_core import POLICY_SEAT, play_jobs
+
+#: The other seat of each evaluated seat: (scientist spec, lab manager spec).
+SEATS: dict[str, tuple[str, str]] = {
+    "scientist": (POLICY_SEAT, "scripted"),
+    "lab_manager": ("scripted:adaptive", POLICY_SEAT),
+}
 
 
 class SeatReport(BaseModel):
@@ -33,9 +40,11 @@ class SeatReport(BaseModel):
     role: SeatRole
     episodes: int
     model_turns: int
+    parse_failures: int
     parse_rate: float
     valid_turn_rate: float
     mean_reward: float
+    mean_reward_by_difficulty: dict[str, float]
     agreement_rate: float
     baseline_name: str
     baseline_mean_reward: float
@@ -48,46 +57,55 @@ class ModelEvaluation(BaseModel):
 
     model: str
     seeds: list[int]
+    max_new_tokens: int
     scientist: SeatReport
     lab_manager: SeatReport
     naive_scientist_mean_reward: float
     seconds: float
 
 
-def episode_specs(seeds: Iterable[int], templates: Optional[Sequence[str]] = None,
-                  difficulties: Optional[Sequence[str]] = None) -> list[EpisodeSpec]:
-    """Every seed x template x difficulty."""
-    return [EpisodeSpec(s, t, d) for s in seeds for t in (templates or TEMPLATES)
-            for d in (difficulties or DIFFICULTIES)]
+def episode_jobs(seeds: Iterable[int], role: SeatRole, templates: Optional[Sequence[str]] = None,
+                 difficulties: Optional[Sequence[str]] = None) -> list[EpisodeJob]:
+    """Every seed x template x difficulty as a job for ``role``'s seat."""
+    cells = [(s, t, d) for s in seeds for t in (templates or TEMPLATES) for d in (difficulties or DIFFICULTIES)]
+    return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role=role) for i, (s, t, d) in enumerate(cells)]
 
 
-def _scripted_mean(specs: Sequence[EpisodeSpec], make_scientist) -> float:
-    rewards = [
-        run_episode(ReplicaLabEnv(), make_scientist(), None, seed=s.seed, template=s.template,
-                    difficulty=s.difficulty).total_reward
-        for s in specs
-    ]
-    return mean(rewards) if rewards else 0.0
+def _mean_reward(records: Sequence[RolloutRecord]) -> float:
+    return mean(r.log.total_reward for r in records) if records else 0.0
 
 
-def seat_report(role: SeatRole, rollouts: Sequence[EpisodeRollout], baseline_name: str,
+def seat_report(role: SeatRole, records: Sequence[RolloutRecord], baseline_name: str,
                 baseline_mean: float) -> SeatReport:
-    """Summarise the rollouts of the model in ``role``."""
-    gens = [g for r in rollouts for g in r.generations]
-    parsed = sum(not isinstance(parse_action(g.text, role), InvalidAction) for g in gens)
-    turns = [t for r in rollouts for t in r.log.turns if t.role == role]
-    valid = sum(t.error is None for t in turns)
+    """Summarise the rollouts of the model in ``role`` (records of ``play_jobs``)."""
+    trajectories = [r.trajectory for r in records if r.trajectory is not None]
+    turns = sum(t.turns for t in trajectories)
+    failures = sum(t.parse_failures for t in trajectories)
+    logged = [t for r in records for t in r.log.turns if t.role == role]
+    by_difficulty = {d: _mean_reward([r for r in records if r.job.difficulty == d])
+                     for d in DIFFICULTIES if any(r.job.difficulty == d for r in records)}
     return SeatReport(
         role=role,
-        episodes=len(rollouts),
-        model_turns=len(gens),
-        parse_rate=parsed / max(1, len(gens)),
-        valid_turn_rate=valid / max(1, len(turns)),
-        mean_reward=mean(r.log.total_reward for r in rollouts) if rollouts else 0.0,
-        agreement_rate=mean(float(r.log.agreement_reached) for r in rollouts) if rollouts else 0.0,
+        episodes=len(records),
+        model_turns=turns,
+        parse_failures=failures,
+        parse_rate=1.0 - failures / max(1, turns),
+        valid_turn_rate=sum(t.error is None for t in logged) / max(1, len(logged)),
+        mean_reward=_mean_reward(records),
+        mean_reward_by_difficulty=by_difficulty,
+        agreement_rate=mean(float(r.log.agreement_reached) for r in records) if records else 0.0,
         baseline_name=baseline_name,
         baseline_mean_reward=baseline_mean,
     )
+
+
+def _play(policy: Optional[PolicyModel], jobs: list[EpisodeJob], scientist: str, lab_manager: str,
+          sampling: SamplingConfig, batch_size: int) -> list[RolloutRecord]:
+    out: list[RolloutRecord] = []
+    for start in range(0, len(jobs), batch_size):
+        out += play_jobs(policy, jobs[start:start + batch_size], scientist=scientist, lab_manager=lab_manager,
+                         sampling=sampling)
+    return out
 
 
 def evaluate_model_seats(
@@ -96,32 +114,35 @@ def evaluate_model_seats(
     *,
     templates: Optional[Sequence[str]] = None,
     difficulties: Optional[Sequence[str]] = None,
-    sampling: SamplingConfig = GREEDY,
+    sampling: Optional[SamplingConfig] = None,
     batch_size: int = 64,
 ) -> ModelEvaluation:
     """Evaluate ``model`` (a checkpoint directory, model id or loaded policy) in both seats.
 
-    Scientist seat: vs the scripted Lab Manager, compared with ``NaiveScientist`` on the same specs.
+    Scientist seat: vs the scripted Lab Manager, compared with ``NaiveScientist`` on the same jobs.
     Lab Manager seat: vs ``AdaptiveScientist``, compared with the scripted Lab Manager.
+    ``sampling`` defaults to greedy decoding with the checkpoint's ``max_new_tokens``;
     ``batch_size`` bounds how many episodes share one generate call.
     """
     started = time.perf_counter()
-    policy = model if isinstance(model, PolicyModel) else PolicyModel(str(model), sampling=sampling)
+    policy = model if isinstance(model, PolicyModel) else PolicyModel(str(model))
+    sampling = sampling or greedy_for(policy)
     seeds = list(seeds)
-    specs = episode_specs(seeds, templates, difficulties)
-    roll: dict[str, list[EpisodeRollout]] = {"scientist": [], "lab_manager": []}
-    for role in roll:
-        for start in range(0, len(specs), batch_size):
-            chunk = specs[start:start + batch_size]
-            roll[role] += run_episodes_batched(policy, role, chunk, sampling=sampling)  # type: ignore[arg-type]
-    naive = _scripted_mean(specs, NaiveScientist)
-    adaptive = _scripted_mean(specs, AdaptiveScientist)
+    reports = {}
+    baselines = {"scientist": ("NaiveScientist", "scripted:naive"),
+                 "lab_manager": ("ScriptedLabManager (vs Adaptive)", "scripted:adaptive")}
+    for role, (scientist, lab_manager) in SEATS.items():
+        jobs = episode_jobs(seeds, role, templates, difficulties)  # type: ignore[arg-type]
+        records = _play(policy, jobs, scientist, lab_manager, sampling, batch_size)
+        name, spec = baselines[role]
+        baseline = _mean_reward(_play(None, jobs, spec, "scripted", sampling, batch_size))
+        reports[role] = seat_report(role, records, name, baseline)  # type: ignore[arg-type]
     return ModelEvaluation(
         model=str(policy.name_or_path),
         seeds=seeds,
-        scientist=seat_report("scientist", roll["scientist"], "NaiveScientist", naive),
-        lab_manager=seat_report("lab_manager", roll["lab_manager"], "ScriptedLabManager (vs Adaptive)",
-                                adaptive),
-        naive_scientist_mean_reward=naive,
+        max_new_tokens=sampling.max_new_tokens,
+        scientist=reports["scientist"],
+        lab_manager=reports["lab_manager"],
+        naive_scientist_mean_reward=reports["scientist"].baseline_mean_reward,
         seconds=time.perf_counter() - started,
     )

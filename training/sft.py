@@ -1,8 +1,11 @@
-"""Supervised warm-start with TRL's ``SFTTrainer`` on conversational prompt/completion examples.
+"""Supervised warm-start with TRL's ``SFTTrainer`` on chat examples, tokenized here.
 
-The loss covers the completion tokens only (TRL's completion-only loss for prompt/completion data).
-``max_length`` must cover prompt + completion, or the completion is cut away and nothing is learned;
-``sequence_lengths`` measures them with the same chat template TRL uses.
+Examples are prompt/completion conversations (``{"prompt": [...], "completion": [assistant]}``) or
+whole multi-turn chats (``{"messages": [...]}``).  ``tokenize_example`` renders them with the
+tokenizer's chat template -- the same ids ``PolicyModel.encode_chat`` and the rollout's append-only
+chats produce -- and marks the tokens of every assistant message (its text and its end-of-turn
+token) in ``completion_mask``; TRL's completion-only loss then trains exactly those tokens.
+``max_length`` must cover the longest example, or completions are cut away and nothing is learned.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from trl import SFTConfig, SFTTrainer
 
 from training.model_config import SFTHyperParams
 
+Messages = list[dict[str, str]]
+TokenizedExample = dict[str, list[int]]
+
 
 @dataclass(frozen=True)
 class SFTResult:
@@ -33,12 +39,46 @@ class SFTResult:
     completion_only: bool
 
 
+def _render(tokenizer: PreTrainedTokenizerBase, messages: Messages, generation_prompt: bool) -> list[int]:
+    return list(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False,
+                                              add_generation_prompt=generation_prompt))
+
+
+def example_messages(example: dict[str, Any]) -> Messages:
+    """The full conversation of a prompt/completion or messages example."""
+    if "messages" in example:
+        return list(example["messages"])
+    return [*example["prompt"], *example["completion"]]
+
+
+def tokenize_example(tokenizer: PreTrainedTokenizerBase, example: dict[str, Any]) -> TokenizedExample:
+    """``{"input_ids", "completion_mask"}``: the chat-templated conversation, 1 on assistant tokens.
+
+    For a prompt/completion example only the completion's assistant turns are marked (the prompt may
+    hold earlier replies of the same chat, which are context here).  Raises if the template does not
+    render the conversation append-only (each prefix's ids a prefix of the whole).
+    """
+    messages = example_messages(example)
+    first = len(example["prompt"]) if "prompt" in example else 0
+    ids = _render(tokenizer, messages, False)
+    mask = [0] * len(ids)
+    for j in range(first, len(messages)):
+        if messages[j]["role"] != "assistant":
+            continue
+        opened = _render(tokenizer, messages[:j], True)
+        closed = _render(tokenizer, messages[: j + 1], False)
+        if ids[: len(opened)] != opened or ids[: len(closed)] != closed:
+            raise ValueError("the chat template does not render the conversation append-only")
+        mask[len(opened): len(closed)] = [1] * (len(closed) - len(opened))
+    if not any(mask):
+        raise ValueError("example has no assistant message to train on")
+    return {"input_ids": ids, "completion_mask": mask}
+
+
 def sequence_lengths(tokenizer: PreTrainedTokenizerBase, examples: Sequence[dict[str, Any]]) -> list[int]:
-    """Token length of prompt + completion of every example under the tokenizer's chat template."""
-    return [
-        len(tokenizer.apply_chat_template(ex["prompt"] + ex["completion"], tokenize=True, return_dict=False))
-        for ex in examples
-    ]
+    """Token length of every example under the tokenizer's chat template (tokenized ones as they are)."""
+    return [len(ex["input_ids"]) if "input_ids" in ex else len(_render(tokenizer, example_messages(ex), False))
+            for ex in examples]
 
 
 def run_sft(
@@ -50,22 +90,26 @@ def run_sft(
     max_length: int,
     max_steps: int,
     completion_only: bool = True,
+    learning_rate: float | None = None,
     progress: bool = True,
 ) -> SFTResult:
     """Fine-tune ``model`` in place on ``examples`` for ``max_steps`` optimizer steps.
 
-    ``completion_only=False`` puts the loss on every token of prompt + completion (a language-model
-    pass over the transcripts); ``True`` is TRL's completion-only loss.  CPU unless CUDA is present.
+    ``examples`` are chat examples (tokenized here with ``tokenize_example``) or already tokenized
+    rows.  ``completion_only=False`` puts the loss on every token (a language-model pass over the
+    transcripts); ``True`` trains the assistant tokens only.  ``learning_rate`` overrides
+    ``hp.learning_rate``.  CPU unless CUDA is present.
     """
     if not progress:
         disable_progress_bars()
-    dataset = Dataset.from_list(list(examples))
+    rows = [ex if "input_ids" in ex else tokenize_example(tokenizer, ex) for ex in examples]
+    dataset = Dataset.from_list(rows)
     with tempfile.TemporaryDirectory(prefix="replicalab-sft-") as scratch:
         args = SFTConfig(
             output_dir=scratch,
             max_length=max_length,
             completion_only_loss=completion_only,
-            learning_rate=hp.learning_rate,
+            learning_rate=learning_rate or hp.learning_rate,
             max_steps=max_steps,
             per_device_train_batch_size=hp.per_device_train_batch_size,
             gradient_accumulation_steps=hp.gradient_accumulation_steps,

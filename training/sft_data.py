@@ -1,8 +1,12 @@
-"""Supervised transcripts of the scripted agents, as conversational prompt/completion examples.
+"""Supervised transcripts of the scripted agents, in the append-only chat format of rollouts.
 
-Recording wrappers sit around the scripted agents of real episodes; every valid turn of a recorded
-seat becomes ``{"prompt": build_messages(obs), "completion": [assistant: format_action(action)]}``.
-Seeds come only from ``TRAIN_SEEDS``.  No torch here.
+Recording wrappers sit around the scripted agents of real episodes.  Each recorded seat keeps a
+``replicalab.prompts.RoleChat``, exactly as ``training.rollout_core.play_jobs`` does for a model
+seat, and every turn becomes ``{"prompt": chat.next_prompt(obs), "completion": [assistant:
+format_action(action)]}`` before the reply is appended with ``chat.add_reply``.  So the prompt of turn
+k is turn k-1's prompt + its assistant reply + a follow-up user message, and a seat's last example
+holds the whole conversation (``conversation_example`` turns it into one multi-turn example whose
+assistant messages all carry the loss).  Seeds come only from ``TRAIN_SEEDS``.  No torch here.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from typing import Any, Callable, Iterator, Optional
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, generate_scenario, run_episode
 from replicalab.agents import AdaptiveScientist, NaiveScientist
 from replicalab.lab import ScriptedLabManager
-from replicalab.models import InvalidAction
+from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
-from replicalab.prompts import build_messages
+from replicalab.prompts import RoleChat
 
 Example = dict[str, list[dict[str, str]]]
+#: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
+Transcript = list[Example]
 
 
 @dataclass(frozen=True)
@@ -34,20 +40,21 @@ class TranscriptStats:
 
 
 class _Recorder:
-    """Wrap an agent; append (prompt, completion) for each valid action it takes."""
+    """Wrap an agent; keep its role's append-only chat and record one example per turn."""
 
-    def __init__(self, agent: Callable[[Any], Any], sink: Optional[list[Example]]) -> None:
-        self.agent, self.sink = agent, sink
+    def __init__(self, agent: Callable[[Any], Any]) -> None:
+        self.agent = agent
+        self.chat = RoleChat()
+        self.examples: Transcript = []
 
     def __call__(self, observation: Any) -> Any:
+        prompt = self.chat.next_prompt(observation)
         action = self.agent(observation)
-        if self.sink is not None and not isinstance(action, InvalidAction):
-            self.sink.append(
-                {
-                    "prompt": build_messages(observation),
-                    "completion": [{"role": "assistant", "content": format_action(action)}],
-                }
-            )
+        if isinstance(action, InvalidAction):  # scripted agents never do this; keep the chat honest anyway
+            raise RuntimeError(f"scripted agent produced an invalid action: {action.error}")
+        text = format_action(action)
+        self.examples.append({"prompt": prompt, "completion": [{"role": "assistant", "content": text}]})
+        self.chat.add_reply(text)
         return action
 
 
@@ -67,49 +74,81 @@ def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
                 yield seed, template, difficulty
 
 
-def collect_examples(
-    n_seeds: int, *, naive_fraction: float = 0.0, max_rounds: int = 6, shuffle_seed: int = 0
-) -> tuple[list[Example], list[Example], TranscriptStats]:
-    """Play the scripted agents on the training grid; return (scientist, lab manager) examples.
+def record_episode(seed: int, template: str, difficulty: str, *, naive: bool = False,
+                   max_rounds: int = 6) -> tuple[Transcript, Transcript, EpisodeLog]:
+    """Play one scripted episode (``AdaptiveScientist``, or ``NaiveScientist`` if ``naive``, vs
+    ``ScriptedLabManager``); return both seats' transcripts and the log."""
+    scientist = _Recorder(NaiveScientist() if naive else AdaptiveScientist())
+    lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)))
+    log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), scientist, lab_manager,
+                      seed=seed, template=template, difficulty=difficulty)
+    return scientist.examples, lab_manager.examples, log
 
-    A ``naive_fraction`` of episodes (chosen with ``random.Random(shuffle_seed)``) seat
-    ``NaiveScientist``; those contribute Lab Manager turns only (more varied states for that seat
-    without teaching the Scientist seat a weaker policy).
+
+def collect_transcripts(
+    n_seeds: int, *, naive_fraction: float = 0.0, max_rounds: int = 6, shuffle_seed: int = 0
+) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
+    """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
+
+    One transcript per recorded seat and episode, shuffled with ``random.Random(shuffle_seed)``.
+    A ``naive_fraction`` of episodes (chosen with the same RNG) seat ``NaiveScientist``; those
+    contribute Lab Manager transcripts only (more varied states for that seat without teaching the
+    Scientist seat a weaker policy).
     """
     rng = random.Random(shuffle_seed)
-    scientist_examples: list[Example] = []
-    lab_examples: list[Example] = []
+    scientist: list[Transcript] = []
+    lab: list[Transcript] = []
     episodes = naive = 0
     adaptive_rewards: list[float] = []
     for seed, template, difficulty in episode_grid(n_seeds):
         use_naive = rng.random() < naive_fraction
-        scenario = generate_scenario(seed, template, difficulty)
-        scientist = _Recorder(
-            NaiveScientist() if use_naive else AdaptiveScientist(),
-            None if use_naive else scientist_examples,
-        )
-        lab_manager = _Recorder(ScriptedLabManager(scenario), lab_examples)
-        log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), scientist, lab_manager,
-                          seed=seed, template=template, difficulty=difficulty)
+        sci, lab_t, log = record_episode(seed, template, difficulty, naive=use_naive, max_rounds=max_rounds)
         episodes += 1
         naive += int(use_naive)
         if not use_naive:
+            scientist.append(sci)
             adaptive_rewards.append(log.total_reward)
-    rng.shuffle(scientist_examples)
-    rng.shuffle(lab_examples)
+        lab.append(lab_t)
+    rng.shuffle(scientist)
+    rng.shuffle(lab)
     stats = TranscriptStats(
         episodes=episodes,
         naive_episodes=naive,
-        examples_scientist=len(scientist_examples),
-        examples_lab_manager=len(lab_examples),
+        examples_scientist=sum(map(len, scientist)),
+        examples_lab_manager=sum(map(len, lab)),
         seeds=tuple(train_seeds(n_seeds)),
         mean_reward_adaptive=sum(adaptive_rewards) / max(1, len(adaptive_rewards)),
     )
-    return scientist_examples, lab_examples, stats
+    return scientist, lab, stats
 
 
-def example_texts(examples: list[Example]) -> Iterator[str]:
+def collect_examples(
+    n_seeds: int, *, naive_fraction: float = 0.0, max_rounds: int = 6, shuffle_seed: int = 0
+) -> tuple[list[Example], list[Example], TranscriptStats]:
+    """``collect_transcripts`` flattened to per-turn prompt/completion examples (seat by seat)."""
+    sci, lab, stats = collect_transcripts(n_seeds, naive_fraction=naive_fraction, max_rounds=max_rounds,
+                                          shuffle_seed=shuffle_seed)
+    return [e for t in sci for e in t], [e for t in lab for e in t], stats
+
+
+def conversation_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
+    """The whole chat of one seat in one episode: ``{"messages": [system, user, assistant, user, ...]}``.
+
+    Its last example's prompt + completion; every assistant message is one of the seat's turns.
+    """
+    last = transcript[-1]
+    return {"messages": [*last["prompt"], *last["completion"]]}
+
+
+def first_turn_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
+    """The first turn alone as a conversation (for up-weighting opening moves)."""
+    first = transcript[0]
+    return {"messages": [*first["prompt"], *first["completion"]]}
+
+
+def example_texts(examples: list[dict[str, list[dict[str, str]]]]) -> Iterator[str]:
     """Every message content of the examples (the tokenizer's training corpus)."""
     for example in examples:
-        for message in (*example["prompt"], *example["completion"]):
-            yield message["content"]
+        for key in ("prompt", "completion", "messages"):
+            for message in example.get(key, ()):
+                yield message["content"]

@@ -1,5 +1,14 @@
 """Train the embedded byte-level BPE tokenizer locally (no hub access).
 
+Besides the BPE merges, the vocabulary holds whole *JSON tokens* found in the training texts: a
+JSON key with its colon and bracket (``"controls":[``), a quoted identifier value with its
+leading comma when it has one (``"propose_protocol"``, ``,"hela_cells"``), every snake_case identifier
+(``co2_incubator``), and the integers ``0 .. number_tokens - 1``.  They are added tokens, matched
+before pre-tokenization (leftmost-longest), so an action like ``{"sample_size":48,"controls":[...]``
+is a short sequence of tokens that each occur once in the brief -- copying the published protocol
+becomes one-token induction (find the current token in the prompt, emit its successor), which a
+tiny model learns quickly.  The BPE merges are trained on the texts with those spans removed.
+
 The pipeline matches what transformers 5 rebuilds as ``Qwen2Tokenizer`` when a qwen2 ``config.json``
 sits beside the tokenizer (NFC normalizer, the Qwen2 split regex, then byte-level without its own regex,
 byte-level decoder), so token ids are identical before and after ``save_pretrained`` + reload.
@@ -8,6 +17,8 @@ byte-level decoder), so token ids are identical before and after ``save_pretrain
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -56,15 +67,43 @@ def _backend(vocab_size: int, min_frequency: int) -> tuple[Tokenizer, trainers.B
     return tok, trainer
 
 
+#: A JSON key with its colon (and bracket): ``"controls":[``.
+_KEY = r'"[a-z0-9]+(?:_[a-z0-9]+)*":\[?'
+#: A JSON string value, with the comma that separates it from the previous list item if any.
+_VALUE = r',?"[a-z0-9]+(?:_[a-z0-9]+)*"(?!:)'
+#: A bare snake_case identifier with at least one underscore (item names in prose).
+_IDENT = r'(?<![A-Za-z0-9_])[a-z0-9]+(?:_[a-z0-9]+)+(?![A-Za-z0-9_])'
+JSON_TOKEN_PATTERN = re.compile("|".join((_KEY, _VALUE, _IDENT)))
+
+
+def json_tokens(texts: Sequence[str], min_frequency: int) -> list[str]:
+    """Every ``JSON_TOKEN_PATTERN`` match that occurs at least ``min_frequency`` times, sorted.
+
+    Keys carry no leading comma, so a key is the same token whether it opens an object or follows
+    another field; a value that would shadow a key (``,"x"`` before ``"x":``) is left out.
+    """
+    counts = Counter(m for text in texts for m in JSON_TOKEN_PATTERN.findall(text))
+    frequent = {t for t, n in counts.items() if n >= min_frequency}
+    keys = {t.split(":")[0] for t in frequent if t.endswith((":", ":["))}
+    return sorted(t for t in frequent if t.lstrip(",") not in keys)
+
+
 def train_tokenizer(
-    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2
+    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, json_token_min_frequency: int = 0,
+    number_tokens: int = 0,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and wrap it with the chat template and special tokens.
 
+    ``vocab_size`` bounds the BPE part.  ``json_token_min_frequency > 0`` adds the JSON tokens that
+    occur that often (see the module docstring) and ``number_tokens`` the integers below it, as
+    added (non-special) tokens after the BPE vocabulary.
     Special token ids: ``<|endoftext|>`` = 0 (pad), ``<|im_start|>`` = 1, ``<|im_end|>`` = 2 (eos).
     """
+    texts = list(texts)
+    added = json_tokens(texts, json_token_min_frequency) if json_token_min_frequency else []
+    corpus = [JSON_TOKEN_PATTERN.sub(" ", t) for t in texts] if added else texts
     tok, trainer = _backend(vocab_size, min_frequency)
-    tok.train_from_iterator(texts, trainer=trainer)
+    tok.train_from_iterator(corpus, trainer=trainer)
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token=IM_END_TOKEN,
@@ -77,6 +116,9 @@ def train_tokenizer(
         model_max_length=1_000_000,
     )
     wrapped.chat_template = CHAT_TEMPLATE
+    numbers = [str(i) for i in range(number_tokens)]
+    if added or numbers:
+        wrapped.add_tokens(added + [n for n in numbers if n not in wrapped.get_vocab()])
     return wrapped
 
 
