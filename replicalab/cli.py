@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
@@ -103,13 +104,18 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from training.config import ConfigError, load_train_config
-
+def _load_config(command: str, loader: Callable, path, overrides):
+    """A config from YAML + overrides, or exit with a one-line error naming what is wrong."""
     try:
-        cfg = load_train_config(args.config, args.overrides)
-    except (ConfigError, ValueError) as exc:
-        raise SystemExit(f"replicalab train: bad config: {exc}") from None
+        return loader(path, overrides)
+    except ValueError as exc:  # ConfigError and pydantic's ValidationError are ValueErrors
+        raise SystemExit(f"replicalab {command}: bad config: {exc}") from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from training.config import load_train_config
+
+    cfg = _load_config("train", load_train_config, args.config, args.overrides)
     from training.train import print_summary, run_train
 
     print_summary(run_train(cfg, resume=args.resume))
@@ -117,7 +123,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from training.config import ConfigError
     from training.eval_config import load_eval_config
 
     overrides = list(args.overrides)
@@ -126,25 +131,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for key in ("split", "episodes", "out", "backend"):
         if getattr(args, key) is not None:
             overrides.append(f"{key}={getattr(args, key)}")
-    try:
-        cfg = load_eval_config(args.config, overrides)
-    except (ConfigError, ValueError) as exc:
-        raise SystemExit(f"replicalab eval: bad config: {exc}") from None
+    cfg = _load_config("eval", load_eval_config, args.config, overrides)
     from training.evaluate import run_eval
 
     run_eval(cfg)
-    print((__import__("pathlib").Path(cfg.out) / "report.md").read_text())
+    print(Path(cfg.out, "report.md").read_text())
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from training.config import ConfigError
     from training.sweep_config import load_sweep_config
 
-    try:
-        cfg = load_sweep_config(args.config, args.overrides)
-    except (ConfigError, ValueError) as exc:
-        raise SystemExit(f"replicalab sweep: bad config: {exc}") from None
+    cfg = _load_config("sweep", load_sweep_config, args.config, args.overrides)
     from training.sweep import print_sweep, run_sweep
 
     print_sweep(run_sweep(cfg))

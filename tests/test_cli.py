@@ -41,3 +41,14 @@ def test_bench_env_prints_rates(capsys):
     assert main(["bench", "env", "--episodes", "300"]) == 0
     out = capsys.readouterr().out
     assert "episode, adaptive scientist" in out and "scenario generation only" in out and "/s" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "grpo.bogus=1"], "unknown key 'grpo.bogus'"),
+    (["train", "grpo.max_steps"], "malformed override"),
+    (["eval", "--agent", "scripted:genius"], "unknown scripted agent"),
+    (["sweep", "configs/sweeps/cpu_grid.yaml", "method=annealing"], "bad config"),
+])
+def test_bad_configs_exit_with_a_clear_error(args, message):
+    r = run_cli(*args)
+    assert r.returncode != 0 and message in r.stderr and "Traceback" not in r.stderr
