@@ -27,6 +27,8 @@ for attempt in $(seq 1 "${SUBMIT_RETRIES:-24}"); do
 done
 echo "submitted Ray job $JOB_ID to $RAY_ADDRESS"
 "$RAY" job logs --address "$RAY_ADDRESS" --follow "$JOB_ID"
-status=$("$RAY" job status --address "$RAY_ADDRESS" "$JOB_ID" 2>&1 | tail -n 1)
+# `ray job status` ends with decoration lines, so look for the outcome anywhere in its output.
+status=$("$RAY" job status --address "$RAY_ADDRESS" "$JOB_ID" 2>&1)
 echo "$status"
-case "$status" in *SUCCEEDED*|*succeeded*) exit 0 ;; *) exit 1 ;; esac
+if grep -Eq "SUCCEEDED|' succeeded" <<<"$status"; then exit 0; fi
+exit 1
