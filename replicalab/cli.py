@@ -101,6 +101,17 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
 
     out = build_default_model(args.out, progress=True)
     print(f"default model written to {out}")
+    if args.eval_seeds:
+        from replicalab import HELDOUT_SEEDS
+        from training.default_model import record_evaluation
+        from training.model_eval import evaluate_model_seats
+
+        report = evaluate_model_seats(out, list(HELDOUT_SEEDS)[: args.eval_seeds])
+        record_evaluation(out, report)
+        for seat in (report.scientist, report.lab_manager):
+            print(f"{seat.role}: parse rate {seat.parse_rate:.1%} over {seat.model_turns} turns, mean reward "
+                  f"{seat.mean_reward:.3f} ({seat.baseline_name} {seat.baseline_mean_reward:.3f}), "
+                  f"{seat.episodes} held-out episodes")
     return 0
 
 
@@ -195,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
     build.add_argument("--out", required=True)
+    build.add_argument("--eval-seeds", type=int, default=3,
+                       help="held-out seeds (x 9 cells per seat) to evaluate on afterwards; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
     return parser
 

@@ -31,6 +31,8 @@ MAX_NESTING = 20
 MAX_CANDIDATES = 32
 MAX_ERROR_CHARS = 300
 MAX_REPORTED_ERRORS = 3
+#: Fields written before the rest in ``format_action`` (and listed first in the prompts).
+WRITTEN_FIRST: dict[type[BaseModel], tuple[str, ...]] = {LabManagerAction: ("explanation",)}
 
 ParseRole = Literal["scientist", "lab_manager"]
 Action = Union[ScientistAction, LabManagerAction]
@@ -193,8 +195,16 @@ def parse_action(text: Any, role: ParseRole) -> ParseResult:
     return InvalidAction(role=role, error=_clean(" ".join(error.split()), MAX_ERROR_CHARS), raw_text=raw)
 
 
+def field_order(model: type[BaseModel]) -> list[str]:
+    """The order actions of ``model`` are written in: the model's field order, except that the
+    fields in ``WRITTEN_FIRST`` lead (the Lab Manager states its reasons before its decision, so a
+    model that writes the JSON left to right decides with its reasons already on the page)."""
+    first = [name for name in WRITTEN_FIRST.get(model, ()) if name in model.model_fields]
+    return first + [name for name in model.model_fields if name not in first]
+
+
 def format_action(action: Action) -> str:
-    """Canonical single-line JSON for ``action``: model field order, defaults omitted.
+    """Canonical single-line JSON for ``action`` in ``field_order``, defaults omitted.
 
     ``action_type`` and the model's required fields (for the Lab Manager: the flags and the
     explanation) are always written.  ``parse_action(format_action(a), role) == a``.
@@ -202,8 +212,8 @@ def format_action(action: Action) -> str:
     fields = type(action).model_fields
     dumped = action.model_dump(mode="json")
     out: dict[str, Any] = {}
-    for name, info in fields.items():
-        value = dumped[name]
+    for name in field_order(type(action)):
+        info, value = fields[name], dumped[name]
         if info.is_required() or value != info.get_default(call_default_factory=True):
             out[name] = value
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))

@@ -32,7 +32,7 @@ from replicalab.models import (
     ScientistActionType,
     ScientistObservation,
 )
-from replicalab.parsing import format_action
+from replicalab.parsing import field_order, format_action
 
 PromptObservation = Union[ScientistObservation, LabManagerObservation]
 Messages = list[dict[str, str]]
@@ -117,7 +117,7 @@ def system_prompt(role: str) -> str:
         f"Goal: {_GOALS[role]}",
         "Each turn, act with one JSON object with these fields (omitted fields take their default; "
         "no other keys; lists hold non-empty strings):",
-        *(_field_line(name, info) for name, info in model.model_fields.items()),
+        *(_field_line(name, model.model_fields[name]) for name in field_order(model)),
         "Rules:",
         *_docstring_rules(model),
         *(f"- {rule}" for rule in _EXTRA_RULES[role]),

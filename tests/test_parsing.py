@@ -254,8 +254,9 @@ def test_scientist_round_trip(action: ScientistAction) -> None:
 def test_lab_manager_round_trip(action: LabManagerAction) -> None:
     text = format_action(action)
     required = [name for name, info in LabManagerAction.model_fields.items() if info.is_required()]
-    assert list(json.loads(text))[: len(required) - 1] == required[:-1]  # model order, flags first
-    assert set(required) <= set(json.loads(text))
+    written = list(json.loads(text))
+    # The reasons come first, then the decision and the flags in model order.
+    assert written[: len(required)] == ["explanation"] + [n for n in required if n != "explanation"]
     assert parse_action(text, "lab_manager") == action
 
 

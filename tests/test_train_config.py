@@ -219,3 +219,19 @@ def test_saved_config_round_trips(tmp_path: Path, overrides: list[str]) -> None:
     path = save_resolved(cfg, tmp_path / "run")
     assert path == tmp_path / "run" / RESOLVED_CONFIG_NAME
     assert load_train_config(path) == cfg
+
+
+def test_eval_decoding_is_greedy_unless_a_temperature_is_set() -> None:
+    from training.eval_config import load_eval_config
+    from training.evaluate import decoding
+    from training.report import report_markdown
+
+    greedy = decoding(load_eval_config(None, ["max_new_tokens=64"]))
+    assert not greedy.do_sample and greedy.max_new_tokens == 64
+    sampled = decoding(load_eval_config(None, ["temperature=0.7"]))
+    assert sampled.do_sample and sampled.temperature == 0.7
+    with pytest.raises(ValueError, match="temperature"):
+        load_eval_config(None, ["temperature=0"])
+    report = {"split": "heldout", "seeds": [1, 2], "lab_manager": "scripted", "decoding": sampled.model_dump(),
+              "agents": {}, "cells": []}
+    assert "sampled at temperature 0.7" in report_markdown(report)

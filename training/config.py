@@ -136,6 +136,8 @@ class GRPOParams(BaseModel):
     weight_decay: float = Field(default=0.0, ge=0.0)
     max_completion_length: int = Field(default=1024, ge=16)
     gradient_accumulation_steps: int = Field(default=1, ge=1)
+    #: Recompute activations in the backward pass (TRL's default is on; it only pays on large models).
+    gradient_checkpointing: bool = False
 
     @field_validator("scale_rewards", mode="before")
     @classmethod

@@ -46,6 +46,13 @@ def content_pairs(head_dim: int, rope_theta: float) -> list[int]:
     return [j for j in range(half) if COPY_REACH * rope_theta ** (-2 * j / head_dim) <= MAX_CONTENT_ROTATION]
 
 
+def circuit_sizes(config) -> dict[str, int]:
+    """The sizes ``wire_copy_circuit`` uses for a Qwen2 config: code dims and RoPE pairs."""
+    hd = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    pairs = content_pairs(hd, float(config.rope_parameters["rope_theta"]))
+    return {"code_dims": 2 * len(pairs), "content_pairs": len(pairs), "prev_token_pairs": PREV_TOKEN_PAIRS}
+
+
 def _semi_orthogonal(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
     q, _ = torch.linalg.qr(torch.randn(cols, rows, generator=generator))
     return q.T.contiguous()  # rows x cols with orthonormal rows
@@ -125,4 +132,4 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
     attn1.v_proj.weight[content[:, None], e_dims[None, :]] = value_matrix
     delta = copy_scale * emb_norm / (mixed_norm * math.sqrt(code / len(e_dims)))
     attn1.o_proj.weight[e_dims[:, None], content[None, :]] = delta * value_matrix.T
-    return {"code_dims": code, "content_pairs": len(pairs), "prev_token_pairs": PREV_TOKEN_PAIRS}
+    return circuit_sizes(cfg)

@@ -136,6 +136,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         "parameters": n_params,
         "vocab_size": len(tokenizer),
         "transcripts": {**stats.__dict__, "seeds": list(stats.seeds)},
+        "examples": len(rows),
         "max_example_tokens": max_len,
         "mean_example_tokens": sum(lengths) / len(lengths),
         "sft": sft.__dict__,
@@ -144,6 +145,10 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         "build_seconds": time.perf_counter() - started,
         "torch": torch.__version__,
     }
+    if cfg.architecture.copy_circuit:
+        from training.copy_circuit import circuit_sizes
+
+        info["copy_circuit"] = circuit_sizes(model.config)
     (scratch / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
     (scratch / "README.md").write_text(model_card(info))
     if out.exists():
@@ -172,44 +177,88 @@ def _say(progress: bool, text: str) -> None:
         print(text, flush=True)
 
 
+def record_evaluation(model_dir: Path | str, evaluation: Any) -> None:
+    """Store a ``training.model_eval.ModelEvaluation`` in ``build_info.json`` and the model card."""
+    model_dir = Path(model_dir)
+    info = json.loads((model_dir / BUILD_INFO_FILE).read_text())
+    info["evaluation"] = evaluation.model_dump(mode="json")
+    (model_dir / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    (model_dir / "README.md").write_text(model_card(info))
+
+
+def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
+    if not ev:
+        return ["Not evaluated yet (`replicalab build-default-model` evaluates after building).", ""]
+    sci, lab = ev["scientist"], ev["lab_manager"]
+    seeds = ev["seeds"]
+    return [
+        f"Greedy decoding (max_new_tokens {ev['max_new_tokens']}), `training.model_eval.evaluate_model_seats` on "
+        f"held-out seeds {seeds[0]}..{seeds[-1]} x every template x every difficulty "
+        f"({sci['episodes']} episodes per seat), rollouts by `training.rollout_core.play_jobs`:",
+        "",
+        "| seat | opponent | parse rate | valid turns | mean reward | baseline on the same episodes |",
+        "|---|---|---|---|---|---|",
+        f"| Scientist | scripted Lab Manager | {sci['parse_rate']:.1%} ({sci['model_turns'] - sci['parse_failures']}"
+        f"/{sci['model_turns']}) | {sci['valid_turn_rate']:.1%} | {sci['mean_reward']:.3f} | "
+        f"NaiveScientist {sci['baseline_mean_reward']:.3f} |",
+        f"| Lab Manager | AdaptiveScientist | {lab['parse_rate']:.1%} ({lab['model_turns'] - lab['parse_failures']}"
+        f"/{lab['model_turns']}) | {lab['valid_turn_rate']:.1%} | {lab['mean_reward']:.3f} | "
+        f"scripted Lab Manager {lab['baseline_mean_reward']:.3f} |",
+        "",
+        "Scientist mean reward by difficulty: "
+        + ", ".join(f"{d} {r:.3f}" for d, r in sci["mean_reward_by_difficulty"].items()) + ".",
+        "",
+    ]
+
+
 def model_card(info: dict[str, Any]) -> str:
-    """The checkpoint's README.md: how it was made."""
+    """The checkpoint's README.md: how it was made and, once evaluated, how it plays."""
     cfg, tr, sft = info["config"], info["transcripts"], info["sft"]
     seeds = tr["seeds"]
+    arch = cfg["architecture"]
     return "\n".join([
         "# ReplicaLab embedded default model",
         "",
         "A tiny Qwen2-architecture causal LM with a byte-level BPE tokenizer, both built locally from",
         "`training.model_config.DefaultModelConfig` (no hub download) by `training.default_model.build_default_model`,",
-        "then warm-started by supervised fine-tuning (TRL `SFTTrainer`: a language-model phase, then",
-        "completion-only loss) on transcripts of ReplicaLab's scripted agents. It plays either seat: the",
-        "system prompt says which role it has.",
+        "then warm-started by supervised fine-tuning (TRL `SFTTrainer` via `training.sft.run_sft`: a language-model",
+        "phase, then loss on the assistant turns only) on transcripts of ReplicaLab's scripted agents. It plays either",
+        "seat: the system prompt says which role it has.",
         "",
         "## Architecture",
         f"- parameters: {info['parameters']:,}; vocabulary: {info['vocab_size']} tokens "
         f"(`<|endoftext|>` pads, `<|im_end|>` ends a turn and is the only stop token)",
-        f"- {json.dumps(cfg['architecture'])}",
+        f"- {json.dumps(arch)}",
         "- chat template: `<|im_start|>role\\ncontent<|im_end|>` per message",
+        f"- tokenizer: BPE (at most {cfg['vocab_size']} tokens) plus whole JSON tokens seen at least "
+        f"{cfg['json_token_min_frequency']} times (`\"controls\":[`, `,\"hela_cells\"`, `co2_incubator`) and the "
+        f"integers 0..{max(cfg['number_tokens'] - 1, 0)}, so protocol fields copy token for token",
+        *([f"- copy circuit: layers 0-1 start as a previous-token head + induction head "
+           f"(`training.copy_circuit`; {info.get('copy_circuit', {})})"] if arch.get("copy_circuit") else []),
         "",
         "## Data",
         f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
         "from `TRAIN_SEEDS` only) x every template x every difficulty",
         f"- Scientist seat: `AdaptiveScientist` ({tr['naive_episodes']} episodes with `NaiveScientist`, "
         "which contribute Lab Manager turns only); Lab Manager seat: `ScriptedLabManager`",
-        f"- examples: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager; prompt = "
-        "`replicalab.prompts.build_messages(observation)`, completion = `replicalab.parsing.format_action(action)`",
-        f"- longest example {info['max_example_tokens']} tokens (mean {info['mean_example_tokens']:.0f}); "
-        f"SFT max_length {sft['max_length']}",
+        f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
+        "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
+        "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "
+        f"assistant turn, plus {cfg['scientist_first_turn_repeats']} extra copies of each Scientist opening turn",
+        f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
+        f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
         f"- mean reward of the recorded AdaptiveScientist episodes: {tr['mean_reward_adaptive']:.3f}",
         "",
         "## Training",
         f"- SFT hyperparameters: {json.dumps(cfg['sft'])}",
-        *(f"- phase {i + 1} ({'completion-only loss' if p['completion_only'] else 'loss on all tokens'}): "
+        *(f"- phase {i + 1} ({'assistant-turn loss' if p['completion_only'] else 'loss on all tokens'}): "
           f"{p['steps']} optimizer steps in {p['seconds']:.0f}s, mean training loss {p['mean_loss']:.4f}"
           for i, p in enumerate(info["sft_phases"])),
         f"- total build time {info['build_seconds']:.0f}s wall, {info['cpu_seconds']:.0f}s CPU, "
         f"{cfg['torch_threads']} torch threads (torch {info['torch']})",
         "",
+        "## Evaluation",
+        *_evaluation_lines(info.get("evaluation")),
         "## Use",
         "```python",
         "from training.policy import PolicyModel",

@@ -33,6 +33,10 @@ class EvaluationConfig(BaseModel):
     backend: Literal["inprocess", "ray"] = "ray"
     num_workers: int = Field(default=2, ge=1)
     max_new_tokens: int = Field(default=128, ge=8)
+    #: Decoding of model agents: None is greedy; a temperature samples (seeded by ``sampling_seed``),
+    #: which evaluates the stochastic policy that training samples from.
+    temperature: Optional[float] = Field(default=None, gt=0.0)
+    sampling_seed: int = 0
     max_rounds: int = Field(default=6, ge=1)
     bootstrap_samples: int = Field(default=2000, ge=100)
     out: str = "runs/eval"

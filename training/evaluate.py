@@ -54,24 +54,31 @@ def jobs_for(cfg: EvaluationConfig) -> list[EpisodeJob]:
     return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="scientist") for i, (t, d, s) in enumerate(cells)]
 
 
+def decoding(cfg: EvaluationConfig) -> SamplingConfig:
+    """Greedy unless ``cfg.temperature`` is set (then plain sampling at that temperature)."""
+    if cfg.temperature is None:
+        return SamplingConfig(do_sample=False, max_new_tokens=cfg.max_new_tokens)
+    return SamplingConfig(do_sample=True, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+
+
 def play_agent(spec: str, cfg: EvaluationConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
-    """Every job's EpisodeLog with ``spec`` in the Scientist seat (greedy decoding for models)."""
+    """Every job's EpisodeLog with ``spec`` in the Scientist seat (models decode as ``decoding(cfg)``)."""
     from training.rollout_backends import make_backend
     from training.rollout_core import load_frozen, play_jobs
 
-    greedy = SamplingConfig(do_sample=False, max_new_tokens=cfg.max_new_tokens)
+    sampling = decoding(cfg)
     model_dir = agent_model_dir(spec)
     if model_dir is None:
         frozen = load_frozen([cfg.lab_manager], device="cpu")
-        records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=greedy,
+        records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=sampling,
                             max_rounds=cfg.max_rounds, frozen=frozen)
         return [r.log for r in records]
     frozen_specs = [cfg.lab_manager] if cfg.lab_manager.startswith("model:") else []
     backend = make_backend(cfg.backend, model=model_dir, scientist="policy", lab_manager=cfg.lab_manager,
-                           sampling=greedy, max_rounds=cfg.max_rounds, device="auto",
+                           sampling=sampling, max_rounds=cfg.max_rounds, device="auto",
                            num_workers=cfg.num_workers, frozen=frozen_specs)
     try:
-        return [r.log for r in backend.collect(jobs)]
+        return [r.log for r in backend.collect(jobs, sampling_seed=cfg.sampling_seed)]
     finally:
         backend.close()
 
@@ -94,6 +101,7 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
 def build_report(cfg: EvaluationConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
     oracle = played[ORACLE]
     report: dict[str, Any] = {"split": cfg.split, "seeds": cfg.seeds, "lab_manager": cfg.lab_manager,
+                              "decoding": decoding(cfg).model_dump(), "sampling_seed": cfg.sampling_seed,
                               "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}}
     for spec, logs in played.items():
         if spec == ORACLE and ORACLE not in cfg.agents:

@@ -160,6 +160,7 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> G
         output_dir=str(run_dir / "checkpoints"),
         per_device_train_batch_size=g.episodes_per_step // g.gradient_accumulation_steps,
         gradient_accumulation_steps=g.gradient_accumulation_steps,
+        gradient_checkpointing=g.gradient_checkpointing,
         num_generations=g.num_generations,
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,

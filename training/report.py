@@ -17,10 +17,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _decoding(d: dict[str, Any] | None) -> str:
+    if not d or not d.get("do_sample"):
+        return "greedy"
+    return f"sampled at temperature {d['temperature']}"
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     seeds = report["seeds"]
     lines = [f"# Evaluation on the {report['split']} split",
-             f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager: {report['lab_manager']}.", "",
+             f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager: {report['lab_manager']}, "
+             f"model decoding: {_decoding(report.get('decoding'))}.", "",
              "## Overall", "", "| agent | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for spec, a in report["agents"].items():
         lines.append(f"| {spec} | " + " | ".join(_fmt(a["overall"][c]) for c in COLUMNS) + " |")

@@ -125,6 +125,8 @@ def run_sft(
             save_strategy="no",
             disable_tqdm=not progress,
             dataloader_num_workers=0,
+            # TRL turns checkpointing on by default; on a model this small it only costs time.
+            gradient_checkpointing=False,
         )
         trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
         started = time.perf_counter()
