@@ -235,3 +235,15 @@ def test_eval_decoding_is_greedy_unless_a_temperature_is_set() -> None:
     report = {"split": "heldout", "seeds": [1, 2], "lab_manager": "scripted", "decoding": sampled.model_dump(),
               "agents": {}, "cells": []}
     assert "sampled at temperature 0.7" in report_markdown(report)
+
+
+def test_trl_config_scores_at_the_rollout_temperature_without_checkpointing(tmp_path: Path) -> None:
+    from training.grpo import grpo_config
+
+    cfg = load_train_config(None, ["rollout.sampling.temperature=0.7", "grpo.num_generations=4", "grpo.groups_per_step=2"])
+    args = grpo_config(cfg, tmp_path, use_cpu=True, bf16=False)
+    assert args.temperature == 0.7
+    assert args.gradient_checkpointing is False
+    assert args.per_device_train_batch_size == 8
+    on = grpo_config(load_train_config(None, ["grpo.gradient_checkpointing=true"]), tmp_path, use_cpu=True, bf16=False)
+    assert on.gradient_checkpointing is True

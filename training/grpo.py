@@ -162,6 +162,8 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> G
         gradient_accumulation_steps=g.gradient_accumulation_steps,
         gradient_checkpointing=g.gradient_checkpointing,
         num_generations=g.num_generations,
+        # TRL rescales the logits it scores with by this; it must be the rollouts' temperature.
+        temperature=cfg.rollout.sampling.temperature,
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,
         lr_scheduler_type=g.lr_scheduler_type,

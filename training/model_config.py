@@ -50,15 +50,17 @@ class ArchitectureConfig(BaseModel):
     hidden_size: int = Field(default=128, ge=16)
     intermediate_size: int = Field(default=384, ge=16)
     num_hidden_layers: int = Field(default=4, ge=1)
-    num_attention_heads: int = Field(default=4, ge=1)
+    num_attention_heads: int = Field(default=2, ge=1)
     num_key_value_heads: int = Field(default=2, ge=1)
     #: Width of one attention head (None: hidden_size / num_attention_heads).
     head_dim: Optional[int] = Field(default=None, ge=8)
     max_position_embeddings: int = Field(default=4096, ge=64)
-    rope_theta: float = Field(default=10000.0, gt=0.0)
+    #: Huge by default: rotary positions barely rotate, so attention matches tokens by content (the copy
+    #: head of ``training.copy_circuit`` needs that); the causal mask still orders the sequence.
+    rope_theta: float = Field(default=1e9, gt=0.0)
     tie_word_embeddings: bool = True
     #: Initialise a copy (induction) circuit into layers 0-1 (``training.copy_circuit``).
-    copy_circuit: bool = False
+    copy_circuit: bool = True
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ArchitectureConfig":
@@ -80,18 +82,18 @@ class SFTHyperParams(BaseModel):
 
     model_config = _STRICT
 
-    learning_rate: float = Field(default=3e-3, gt=0.0)
+    learning_rate: float = Field(default=2e-3, gt=0.0)
     #: Learning rate of the completion-only phase (None: ``learning_rate``).
-    completion_learning_rate: Optional[float] = Field(default=None, gt=0.0)
-    lm_steps: int = Field(default=300, ge=0)
-    completion_steps: int = Field(default=450, ge=1)
+    completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0)
+    lm_steps: int = Field(default=600, ge=0)
+    completion_steps: int = Field(default=300, ge=1)
     per_device_train_batch_size: int = Field(default=4, ge=1)
     gradient_accumulation_steps: int = Field(default=1, ge=1)
     warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
     weight_decay: float = Field(default=0.0, ge=0.0)
     lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "cosine"
     seed: int = 0
-    logging_steps: int = Field(default=50, ge=1)
+    logging_steps: int = Field(default=100, ge=1)
 
 
 class DefaultModelConfig(BaseModel):
@@ -114,9 +116,9 @@ class DefaultModelConfig(BaseModel):
     number_tokens: int = Field(default=256, ge=0)
     architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
     sft: SFTHyperParams = Field(default_factory=SFTHyperParams)
-    n_train_seeds: int = Field(default=60, ge=1)
+    n_train_seeds: int = Field(default=100, ge=1)
     naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     max_rounds: int = Field(default=6, ge=1)
-    scientist_first_turn_repeats: int = Field(default=0, ge=0)
-    max_new_tokens: int = Field(default=256, ge=16)
+    scientist_first_turn_repeats: int = Field(default=1, ge=0)
+    max_new_tokens: int = Field(default=192, ge=16)
     torch_threads: int = Field(default=2, ge=1)
