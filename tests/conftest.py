@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 #: Architecture of the synthetic test checkpoint (tiny: builds and trains in about a second).
 POLICY_TINY_ARCH = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                        num_key_value_heads=2, max_position_embeddings=512)
+                        num_key_value_heads=2, max_position_embeddings=512, copy_circuit=False)
 
 
 def policy_synthetic_examples(n: int = 24) -> list[dict]:

@@ -24,7 +24,7 @@ from training.sft_data import collect_transcripts, conversation_example, record_
 TINY_BUILD = DefaultModelConfig(
     vocab_size=600,
     architecture=ArchitectureConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                    num_attention_heads=4, num_key_value_heads=2),
+                                    num_attention_heads=4, num_key_value_heads=2, copy_circuit=False),
     sft=SFTHyperParams(lm_steps=1, completion_steps=2, per_device_train_batch_size=4, logging_steps=1),
     n_train_seeds=1,
     max_new_tokens=32,

@@ -51,7 +51,7 @@ def test_train_configs_exist_and_differ() -> None:
     default = load_train_config(CONFIGS / "train" / "default.yaml")
     assert default.model == "default" and default.seats.trained_roles == ("scientist",)
     assert default.seats.lab_manager == "scripted" and default.device == "auto"
-    assert default.num_train_rows * default.grpo.num_generations <= 2000  # stays a tiny CPU run
+    assert default.num_train_rows * default.grpo.num_generations <= 4000  # a CPU run of minutes
     assert load_train_config(CONFIGS / "train" / "selfplay.yaml").seats.trained_roles == ("scientist", "lab_manager")
     gpu = load_train_config(CONFIGS / "train" / "gpu.yaml")
     assert gpu.device == "cuda" and gpu.resolve_bf16("cuda") and gpu.model != "default"
