@@ -7,12 +7,20 @@ from replicalab.models import LabManagerAction, Protocol, ScientistAction, Scien
 QUESTION_PREFIX = "- "
 
 
-def render_protocol(p: Protocol) -> str:
+#: Suggestion fields of a LabManagerAction (``suggested_<name>``), in the order they are shown.
+SUGGESTION_FIELDS = ("technique", "sample_size", "controls", "duration_days", "equipment", "reagents")
+
+
+def _plan_text(p: Protocol | ScientistAction) -> str:
     return (
         f"technique={p.technique}; sample_size={p.sample_size}; controls={', '.join(p.controls) or 'none'}; "
         f"duration_days={p.duration_days}; equipment={', '.join(p.required_equipment) or 'none'}; "
         f"reagents={', '.join(p.required_reagents) or 'none'}"
     )
+
+
+def render_protocol(p: Protocol) -> str:
+    return _plan_text(p)
 
 
 def render_scientist(action: ScientistAction) -> str:
@@ -23,12 +31,7 @@ def render_scientist(action: ScientistAction) -> str:
     if kind is ScientistActionType.ACCEPT:
         return "I accept." + (f" {action.rationale}" if action.rationale else "")
     verb = "Proposal" if kind is ScientistActionType.PROPOSE_PROTOCOL else "Revision"
-    return (
-        f"{verb}: technique={action.technique}; sample_size={action.sample_size}; "
-        f"controls={', '.join(action.controls) or 'none'}; duration_days={action.duration_days}; "
-        f"equipment={', '.join(action.required_equipment) or 'none'}; "
-        f"reagents={', '.join(action.required_reagents) or 'none'}. Rationale: {action.rationale}"
-    )
+    return f"{verb}: {_plan_text(action)}. Rationale: {action.rationale}"
 
 
 def render_lab_manager(action: LabManagerAction) -> str:
@@ -40,20 +43,9 @@ def render_lab_manager(action: LabManagerAction) -> str:
     )
     text = f"{action.explanation} [{flags}]"
     if action.has_suggestion():
-        parts = []
-        if action.suggested_technique:
-            parts.append(f"technique={action.suggested_technique}")
-        if action.suggested_sample_size:
-            parts.append(f"sample_size={action.suggested_sample_size}")
-        if action.suggested_controls:
-            parts.append(f"controls={', '.join(action.suggested_controls)}")
-        if action.suggested_duration_days:
-            parts.append(f"duration_days={action.suggested_duration_days}")
-        if action.suggested_equipment:
-            parts.append(f"equipment={', '.join(action.suggested_equipment)}")
-        if action.suggested_reagents:
-            parts.append(f"reagents={', '.join(action.suggested_reagents)}")
-        text += " Suggested: " + "; ".join(parts)
+        values = [(name, getattr(action, f"suggested_{name}")) for name in SUGGESTION_FIELDS]
+        text += " Suggested: " + "; ".join(
+            f"{name}={', '.join(v) if isinstance(v, list) else v}" for name, v in values if v)
     return text
 
 

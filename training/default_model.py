@@ -186,6 +186,12 @@ def record_evaluation(model_dir: Path | str, evaluation: Any) -> None:
     (model_dir / "README.md").write_text(model_card(info))
 
 
+def _seat_row(seat: str, opponent: str, r: dict[str, Any], baseline: str) -> str:
+    parsed = r["model_turns"] - r["parse_failures"]
+    return (f"| {seat} | {opponent} | {r['parse_rate']:.1%} ({parsed}/{r['model_turns']}) | "
+            f"{r['valid_turn_rate']:.1%} | {r['mean_reward']:.3f} | {baseline} {r['baseline_mean_reward']:.3f} |")
+
+
 def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
     if not ev:
         return ["Not evaluated yet (`replicalab build-default-model` evaluates after building).", ""]
@@ -198,12 +204,8 @@ def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
         "",
         "| seat | opponent | parse rate | valid turns | mean reward | baseline on the same episodes |",
         "|---|---|---|---|---|---|",
-        f"| Scientist | scripted Lab Manager | {sci['parse_rate']:.1%} ({sci['model_turns'] - sci['parse_failures']}"
-        f"/{sci['model_turns']}) | {sci['valid_turn_rate']:.1%} | {sci['mean_reward']:.3f} | "
-        f"NaiveScientist {sci['baseline_mean_reward']:.3f} |",
-        f"| Lab Manager | AdaptiveScientist | {lab['parse_rate']:.1%} ({lab['model_turns'] - lab['parse_failures']}"
-        f"/{lab['model_turns']}) | {lab['valid_turn_rate']:.1%} | {lab['mean_reward']:.3f} | "
-        f"scripted Lab Manager {lab['baseline_mean_reward']:.3f} |",
+        _seat_row("Scientist", "scripted Lab Manager", sci, "NaiveScientist"),
+        _seat_row("Lab Manager", "AdaptiveScientist", lab, "scripted Lab Manager"),
         "",
         "Scientist mean reward by difficulty: "
         + ", ".join(f"{d} {r:.3f}" for d, r in sci["mean_reward_by_difficulty"].items()) + ".",
