@@ -9,11 +9,12 @@ import argparse
 import statistics
 
 from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist, ReaderScientist
 
 AGENTS = {
     "naive": lambda seed, s: NaiveScientist(),
     "adaptive": lambda seed, s: AdaptiveScientist(),
+    "reader": lambda seed, s: ReaderScientist(),
     "oracle": lambda seed, s: OracleScientist(s),
     "random": lambda seed, s: RandomScientist(seed),
 }

@@ -14,7 +14,7 @@ from typing import Callable
 
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
 
-SCRIPTED_SCIENTISTS = ("naive", "adaptive", "oracle", "random")
+SCRIPTED_SCIENTISTS = ("naive", "adaptive", "reader", "oracle", "random")
 MODEL_PREFIX = "model:"
 
 
@@ -60,7 +60,7 @@ def _scientist_factory(spec: str, seed: int, template: str, difficulty: str):
         return lambda: agents.OracleScientist(scenario)
     if spec == "random":
         return lambda: agents.RandomScientist(seed)
-    return {"naive": agents.NaiveScientist, "adaptive": agents.AdaptiveScientist}[spec]
+    return {"naive": agents.NaiveScientist, "adaptive": agents.AdaptiveScientist, "reader": agents.ReaderScientist}[spec]
 
 
 def cmd_play(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from replicalab.models import LabManagerAction, Protocol, ScientistAction, ScientistActionType
 
 QUESTION_PREFIX = "- "
+SUGGESTED_MARKER = " Suggested: "
 
 
 #: Suggestion fields of a LabManagerAction (``suggested_<name>``), in the order they are shown.
@@ -44,7 +45,7 @@ def render_lab_manager(action: LabManagerAction) -> str:
     text = f"{action.explanation} [{flags}]"
     if action.has_suggestion():
         values = [(name, getattr(action, f"suggested_{name}")) for name in SUGGESTION_FIELDS]
-        text += " Suggested: " + "; ".join(
+        text += SUGGESTED_MARKER + "; ".join(
             f"{name}={', '.join(v) if isinstance(v, list) else v}" for name, v in values if v)
     return text
 
@@ -65,3 +66,17 @@ def apply_suggestion(protocol: Protocol, s: LabManagerAction) -> Protocol:
         required_reagents=list(s.suggested_reagents or protocol.required_reagents),
         rationale=protocol.rationale,
     )
+
+
+def suggestion_in(message: str) -> dict[str, str]:
+    """The suggested fields of a rendered Lab Manager message, as text (``{"technique": "mtt_assay"}``);
+    empty when it suggests nothing."""
+    _, found, tail = message.rpartition(SUGGESTED_MARKER)
+    if not found:
+        return {}
+    out: dict[str, str] = {}
+    for part in tail.split("; "):
+        name, eq, value = part.partition("=")
+        if eq and name in SUGGESTION_FIELDS:
+            out[name] = value
+    return out

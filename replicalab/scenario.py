@@ -13,6 +13,11 @@ from functools import lru_cache
 
 from replicalab.models import Protocol
 
+#: The paper method's two structured statements, in this order, each followed by compact JSON:
+#: the orthogonal method the authors cross-checked with, then the published protocol (last).
+CROSS_CHECK_MARKER = "Cross-checked with:"
+PUBLISHED_MARKER = "Published protocol:"
+
 
 @lru_cache(maxsize=1 << 14)
 def canonical_id(name: str) -> str:

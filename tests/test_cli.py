@@ -30,7 +30,7 @@ def test_play_json_is_an_episode_log(capsys):
     (["play", "--template", "astrology"], "choose from 'cell_biology', 'ml_benchmark', 'behavioral_psychology'"),
     (["play", "--difficulty", "insane"], "choose from 'easy', 'medium', 'hard'"),
     (["play", "--seed", "-1"], "seed must be non-negative"),
-    (["play", "--scientist", "genius"], "choose one of naive, adaptive, oracle, random or model:DIR"),
+    (["play", "--scientist", "genius"], "choose one of naive, adaptive, reader, oracle, random or model:DIR"),
 ])
 def test_bad_arguments_name_the_valid_choices(args, message):
     r = run_cli(*args)

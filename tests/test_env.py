@@ -160,3 +160,18 @@ def test_scientist_prompt_never_contains_lab_facts():
             said = " ".join(e.message for e in env.history)
             obs = r.observation
     assert leaks == 0 and checked > 150
+
+
+def test_suggestions_read_back_from_the_rendered_message():
+    from replicalab.models import LabManagerAction
+    from replicalab.render import render_lab_manager, suggestion_in
+
+    flags = dict(budget_ok=False, equipment_ok=True, reagents_ok=True, schedule_ok=True, staff_ok=True)
+    suggestion = LabManagerAction(
+        action_type="suggest_alternative", feasible=False, **flags, explanation="Over budget; a; b=c.",
+        suggested_technique="mtt_assay", suggested_sample_size=12, suggested_reagents=["dmso", "hela_cells"],
+    )
+    assert suggestion_in(render_lab_manager(suggestion)) == {
+        "technique": "mtt_assay", "sample_size": "12", "reagents": "dmso, hela_cells"}
+    accept = LabManagerAction(action_type="accept", feasible=True, **{k: True for k in flags}, explanation="ok")
+    assert suggestion_in(render_lab_manager(accept)) == {}

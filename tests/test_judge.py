@@ -6,7 +6,7 @@ import pytest
 
 from gamers import GAMERS
 from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist, ReaderScientist
 from replicalab.judge import EpisodeFacts, judge
 from replicalab.judge import constants as C
 
@@ -27,6 +27,7 @@ naive = lambda seed, t, d: NaiveScientist()  # noqa: E731
 adaptive = lambda seed, t, d: AdaptiveScientist()  # noqa: E731
 oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))  # noqa: E731
 rand = lambda seed, t, d: RandomScientist(seed)  # noqa: E731
+reader = lambda seed, t, d: ReaderScientist()  # noqa: E731
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
@@ -42,6 +43,16 @@ def test_baselines_order_and_difficulty(template):
         naive_means.append(_mean_reward(naive, template, difficulty))
     easy, medium, hard = naive_means
     assert easy > medium > hard and hard <= easy / 2
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_reading_the_brief_pays_only_where_the_technique_is_blocked(template):
+    """The reader differs from the naive Scientist only when the lab moves a blocked technique: on hard
+    cells its cross-check method scores far above the lab's preference, and no higher than the oracle."""
+    for difficulty in ("easy", "medium"):
+        assert _mean_reward(reader, template, difficulty) == pytest.approx(_mean_reward(naive, template, difficulty))
+    n, r, o = (_mean_reward(make, template, "hard") for make in (naive, reader, oracle))
+    assert r >= n + 3.0 and r <= o
 
 
 @pytest.mark.parametrize("template, difficulty", [(t, d) for t in TEMPLATES for d in DIFFICULTIES])

@@ -189,3 +189,20 @@ def test_run_logger_disabled_writes_jsonl_only(tmp_path: Path, logs: list[Episod
     assert len((tmp_path / "run" / EPISODES_FILE).read_text().splitlines()) == 2
     with pytest.raises(ValueError, match="roles"):
         RunLogger(tmp_path / "run2", cfg).log_episodes(0, logs[:2], roles=["scientist"])
+
+
+def test_stratified_bootstrap_resamples_within_cells():
+    """Two cells with constant rewards: a stratified interval has no width (every resample keeps each
+    cell's count), the unstratified one mixes the cells and does."""
+    from training.evaluate import bootstrap_ci
+
+    values = [0.0] * 30 + [10.0] * 30
+    cells = ["hard"] * 30 + ["easy"] * 30
+    assert bootstrap_ci(values, 500, strata=cells) == [5.0, 5.0]
+    low, high = bootstrap_ci(values, 500)
+    assert low < 4.5 and high > 5.5
+    noisy = [float(i % 7) for i in range(60)]
+    s_low, s_high = bootstrap_ci(noisy, 500, strata=cells)
+    assert s_low < sum(noisy) / 60 < s_high
+    with pytest.raises(ValueError, match="strata"):
+        bootstrap_ci(values, 100, strata=cells[:3])

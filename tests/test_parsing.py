@@ -255,8 +255,10 @@ def test_lab_manager_round_trip(action: LabManagerAction) -> None:
     text = format_action(action)
     required = [name for name, info in LabManagerAction.model_fields.items() if info.is_required()]
     written = list(json.loads(text))
-    # The reasons come first, then the decision and the flags in model order.
-    assert written[: len(required)] == ["explanation"] + [n for n in required if n != "explanation"]
+    # Reasons, then each dimension's check, then the verdict, then the decision; suggestions after it.
+    flags = ["budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok"]
+    assert written[: len(required)] == ["explanation", *flags, "feasible", "action_type"]
+    assert all(name.startswith("suggested_") for name in written[len(required):])
     assert parse_action(text, "lab_manager") == action
 
 

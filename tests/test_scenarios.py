@@ -77,6 +77,27 @@ def test_bad_input_lists_valid_choices():
         generate_scenario("3", "cell_biology", "easy")
 
 
+@pytest.mark.parametrize("template, difficulty", CELLS)
+def test_brief_names_the_close_substitute_as_its_cross_check(template, difficulty):
+    """The paper's cross-check method is the hidden reference's closest substitute technique, with its
+    canonical items; where the paper's technique is blocked it is the technique the reference runs."""
+    from replicalab.agents.brief import cross_check_method
+    from replicalab.env import ReplicaLabEnv
+
+    env = ReplicaLabEnv()
+    for seed in TRAIN_SEEDS[:40]:
+        obs = env.reset(seed, template, difficulty).scientist
+        s = env.scenario
+        method = cross_check_method(obs)
+        costs = {t: c for t, c in s.reference.substitutes.items() if t != s.reference.core_technique}
+        assert method["technique"] == min(costs, key=costs.get)
+        technique = s.techniques[method["technique"]]
+        assert method["required_equipment"] == [slot[0] for slot in technique.equipment_slots]
+        assert method["required_reagents"] == [slot[0] for slot in technique.reagent_slots]
+        if difficulty == "hard":
+            assert s.reference_protocol.technique == method["technique"]
+
+
 def test_brief_states_the_paper_protocol_in_canonical_names():
     from replicalab.agents.brief import published_protocol
     from replicalab.env import ReplicaLabEnv

@@ -32,7 +32,7 @@ POLICY_SEAT = "policy"
 SCRIPTED_SEAT = "scripted"
 MODEL_SEAT_PREFIX = "model:"
 #: Scripted Scientists a ``scripted:<kind>`` scientist seat may name; plain ``scripted`` is the first.
-SCRIPTED_SCIENTISTS: tuple[str, ...] = ("adaptive", "naive", "random")
+SCRIPTED_SCIENTISTS: tuple[str, ...] = ("adaptive", "naive", "reader", "random")
 #: Loss types TRL 1.16's GRPOConfig accepts (trl/trainer/grpo_config.py, grpo_trainer.py).
 LOSS_TYPES = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 #: Reward scaling TRL 1.16 accepts (``True`` means "group", ``False`` means "none", as in TRL).
@@ -66,7 +66,7 @@ def parse_seat(role: str, spec: str) -> tuple[str, str]:
 
 class SeatsConfig(BaseModel):
     """Who plays each role: ``policy`` (the weights being trained; both seats share them),
-    ``scripted`` (AdaptiveScientist / ScriptedLabManager), ``scripted:naive|adaptive|random``
+    ``scripted`` (AdaptiveScientist / ScriptedLabManager), ``scripted:naive|adaptive|reader|random``
     (scientist only) or ``model:DIR`` (a frozen checkpoint).  At least one seat is ``policy``."""
 
     model_config = _STRICT

@@ -95,8 +95,10 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     torch.set_num_threads(cfg.torch_threads)
     _say(progress, f"[default-model] recording scripted transcripts on {cfg.n_train_seeds} train seeds")
     sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
+                                          reader_fraction=cfg.reader_fraction,
                                           max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
-    examples = training_examples(sci, lab, cfg.scientist_first_turn_repeats)
+    labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats)
+    examples = [ex for _, ex in labelled]
     _say(progress, f"[default-model] {stats.examples_scientist} scientist + {stats.examples_lab_manager} "
                    f"lab-manager turns from {stats.episodes} episodes as {len(examples)} chat examples; "
                    "training tokenizer")
@@ -115,13 +117,17 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     _say(progress, f"[default-model] {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, "
                    f"longest example {max_len} tokens (mean {sum(lengths) / len(lengths):.0f}, "
                    f"{sum(lengths)} in all); SFT")
-    phases = []
+    phases, losses = [], []
     if cfg.sft.lm_steps:
-        _say(progress, f"[default-model] SFT phase 1: {cfg.sft.lm_steps} steps, loss on all tokens")
-        phases.append(run_sft(model, tokenizer, rows, cfg.sft, max_length=max_len,
-                              max_steps=cfg.sft.lm_steps, completion_only=False, progress=progress))
-    _say(progress, f"[default-model] SFT phase {len(phases) + 1}: {cfg.sft.completion_steps} steps, "
-                   "loss on the assistant turns")
+        roles = cfg.sft.lm_phase_roles
+        losses.append(f"loss on all tokens of the {' and '.join(roles) or 'no'} chats, "
+                      "on the assistant turns of the others")
+        _say(progress, f"[default-model] SFT phase 1: {cfg.sft.lm_steps} steps, {losses[0]}")
+        lm_rows = [lm_phase_row(row, role in roles) for (role, _), row in zip(labelled, rows)]
+        phases.append(run_sft(model, tokenizer, lm_rows, cfg.sft, max_length=max_len,
+                              max_steps=cfg.sft.lm_steps, completion_only=True, progress=progress))
+    losses.append("loss on the assistant turns")
+    _say(progress, f"[default-model] SFT phase {len(phases) + 1}: {cfg.sft.completion_steps} steps, {losses[-1]}")
     phases.append(run_sft(model, tokenizer, rows, cfg.sft, max_length=max_len,
                           max_steps=cfg.sft.completion_steps, completion_only=True,
                           learning_rate=cfg.sft.completion_learning_rate, progress=progress))
@@ -140,7 +146,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         "max_example_tokens": max_len,
         "mean_example_tokens": sum(lengths) / len(lengths),
         "sft": sft.__dict__,
-        "sft_phases": [p.__dict__ for p in phases],
+        "sft_phases": [{**p.__dict__, "loss": loss} for p, loss in zip(phases, losses)],
         "cpu_seconds": time.process_time() - cpu_started,
         "build_seconds": time.perf_counter() - started,
         "torch": torch.__version__,
@@ -159,17 +165,26 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     return out
 
 
-def training_examples(scientist: list, lab_manager: list, first_turn_repeats: int = 0) -> list[dict]:
-    """One whole-chat example per recorded seat and episode (both seats interleaved), plus
-    ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)."""
+def training_examples(scientist: list, lab_manager: list, first_turn_repeats: int = 0) -> list[tuple[str, dict]]:
+    """(role, example): one whole-chat example per recorded seat and episode (both seats interleaved),
+    plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)."""
     from training.sft_data import conversation_example, first_turn_example
 
-    out: list[dict] = []
+    out: list[tuple[str, dict]] = []
     for i in range(max(len(scientist), len(lab_manager))):
-        out.extend(conversation_example(x[i]) for x in (scientist, lab_manager) if i < len(x))
+        out.extend((role, conversation_example(x[i]))
+                   for role, x in (("scientist", scientist), ("lab_manager", lab_manager)) if i < len(x))
     for _ in range(first_turn_repeats):
-        out.extend(first_turn_example(t) for t in scientist)
+        out.extend(("scientist", first_turn_example(t)) for t in scientist)
     return out
+
+
+def lm_phase_row(row: dict[str, list[int]], all_tokens: bool) -> dict[str, list[int]]:
+    """A tokenized row for the language-model phase: the loss on every token, or (``all_tokens`` False)
+    on its assistant turns only, as in the completion phase."""
+    if not all_tokens:
+        return row
+    return {"input_ids": row["input_ids"], "completion_mask": [1] * len(row["input_ids"])}
 
 
 def _say(progress: bool, text: str) -> None:
@@ -241,19 +256,20 @@ def model_card(info: dict[str, Any]) -> str:
         "## Data",
         f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
         "from `TRAIN_SEEDS` only) x every template x every difficulty",
-        f"- Scientist seat: `AdaptiveScientist` ({tr['naive_episodes']} episodes with `NaiveScientist`, "
-        "which contribute Lab Manager turns only); Lab Manager seat: `ScriptedLabManager`",
+        f"- Scientist seat: `AdaptiveScientist`, `ReaderScientist` in {tr.get('reader_episodes', 0)} episodes "
+        f"and `NaiveScientist` in {tr['naive_episodes']} (which contribute Lab Manager turns only); "
+        "Lab Manager seat: `ScriptedLabManager`",
         f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
         "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
         "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "
         f"assistant turn, plus {cfg['scientist_first_turn_repeats']} extra copies of each Scientist opening turn",
         f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
         f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
-        f"- mean reward of the recorded AdaptiveScientist episodes: {tr['mean_reward_adaptive']:.3f}",
+        f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_adaptive']:.3f}",
         "",
         "## Training",
         f"- SFT hyperparameters: {json.dumps(cfg['sft'])}",
-        *(f"- phase {i + 1} ({'assistant-turn loss' if p['completion_only'] else 'loss on all tokens'}): "
+        *(f"- phase {i + 1} ({p.get('loss') or ('assistant-turn loss' if p['completion_only'] else 'loss on all tokens')}): "
           f"{p['steps']} optimizer steps in {p['seconds']:.0f}s, mean training loss {p['mean_loss']:.4f}"
           for i, p in enumerate(info["sft_phases"])),
         f"- total build time {info['build_seconds']:.0f}s wall, {info['cpu_seconds']:.0f}s CPU, "

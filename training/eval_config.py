@@ -11,14 +11,14 @@ from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
 from training.config import WandbConfig, load_config
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-SCRIPTED_AGENTS = ("naive", "adaptive", "oracle", "random")
+SCRIPTED_AGENTS = ("naive", "adaptive", "reader", "oracle", "random")
 SPLITS = {"heldout": HELDOUT_SEEDS, "train": TRAIN_SEEDS}
 
 
 class EvaluationConfig(BaseModel):
     """Agents are played as the Scientist against a fixed Lab Manager on the same seeds of one split.
 
-    ``agents``: ``scripted:NAME`` (naive, adaptive, oracle, random), ``model:DIR`` or a checkpoint
+    ``agents``: ``scripted:NAME`` (naive, adaptive, reader, oracle, random), ``model:DIR`` or a checkpoint
     directory.  Each (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
     """
 

@@ -23,13 +23,23 @@ CI_LEVEL = 0.95
 ORACLE = "scripted:oracle"
 
 
-def bootstrap_ci(values: Sequence[float], samples: int = 2000, seed: int = 0) -> list[float]:
-    """Percentile bootstrap interval of the mean at CI_LEVEL."""
+def bootstrap_ci(values: Sequence[float], samples: int = 2000, seed: int = 0,
+                 strata: Sequence[Any] | None = None) -> list[float]:
+    """Percentile bootstrap interval of the mean at CI_LEVEL.
+
+    With ``strata`` (one label per value) each resample draws within every stratum as many values as it
+    holds, as the evaluation design does (a fixed number of seeds per template x difficulty cell), so the
+    interval reflects seed-to-seed variation, not a random mix of easy and hard cells."""
     if not values:
         return [float("nan"), float("nan")]
+    if strata is not None and len(strata) != len(values):
+        raise ValueError(f"{len(strata)} strata labels for {len(values)} values")
+    groups: dict[Any, list[float]] = {}
+    for label, value in zip(strata if strata is not None else [None] * len(values), values):
+        groups.setdefault(label, []).append(value)
     rng = random.Random(seed)
     n = len(values)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(samples))
+    means = sorted(sum(sum(rng.choices(g, k=len(g))) for g in groups.values()) / n for _ in range(samples))
     tail = (1 - CI_LEVEL) / 2
     return [means[int(tail * (samples - 1))], means[int((1 - tail) * (samples - 1))]]
 
@@ -88,7 +98,8 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
     rewards = [log.total_reward for log in logs]
     mean = statistics.fmean(rewards)
     return {
-        "mean_reward": mean, "ci95": bootstrap_ci(rewards, samples),
+        "mean_reward": mean,
+        "ci95": bootstrap_ci(rewards, samples, strata=[(log.scenario_template, log.difficulty) for log in logs]),
         "agreement_rate": m["episode/agreement_rate"], "mean_rounds": m["episode/rounds"],
         "invalid_action_rate": m["episode/invalid_action_rate"],
         "parse_failure_rate": m["episode/parse_failure_rate"], "timeout_rate": m["episode/timeout_rate"],

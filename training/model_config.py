@@ -75,9 +75,14 @@ class SFTHyperParams(BaseModel):
     """Supervised warm-start on transcripts of the scripted agents (TRL ``SFTTrainer``).
 
     Two phases over the same prompt/completion conversations: ``lm_steps`` optimizer steps with the
-    loss on every token (the model is built from scratch, so it first learns the transcripts'
-    language: formats, item names, copying), then ``completion_steps`` with TRL's completion-only
-    loss (the actions).  Each phase has its own warmup and schedule.
+    loss on every token of the chats of ``lm_phase_roles`` (the model is built from scratch, so it
+    first learns the transcripts' language: formats, item names, copying the published protocol) and
+    on the assistant turns of the other chats, then ``completion_steps`` with TRL's completion-only
+    loss on every chat (the actions).  Each phase has its own warmup and schedule.
+
+    The Lab Manager's chats stay out of the all-token loss by default: their user turns are the
+    Scientist's protocols, and learning to continue those teaches the Lab Manager seat to copy them
+    into its own replies.
     """
 
     model_config = _STRICT
@@ -86,6 +91,7 @@ class SFTHyperParams(BaseModel):
     #: Learning rate of the completion-only phase (None: ``learning_rate``).
     completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0)
     lm_steps: int = Field(default=600, ge=0)
+    lm_phase_roles: tuple[Literal["scientist", "lab_manager"], ...] = ("scientist",)
     completion_steps: int = Field(default=300, ge=1)
     per_device_train_batch_size: int = Field(default=4, ge=1)
     gradient_accumulation_steps: int = Field(default=1, ge=1)
@@ -102,8 +108,14 @@ class DefaultModelConfig(BaseModel):
     Transcripts come from scripted episodes on ``n_train_seeds`` seeds taken from the start of
     ``TRAIN_SEEDS`` (never ``HELDOUT_SEEDS``), each played on every template x difficulty.  The
     Scientist seat is ``AdaptiveScientist`` except for a ``naive_fraction`` of episodes played by
-    ``NaiveScientist`` (those contribute Lab Manager turns only); the Lab Manager seat is
-    ``ScriptedLabManager``.  Both seats' turns become prompt/completion examples.
+    ``NaiveScientist`` (those contribute Lab Manager turns only) and a ``reader_fraction`` played by
+    ``ReaderScientist``; the Lab Manager seat is ``ScriptedLabManager``.  Both seats' turns become
+    prompt/completion examples.
+
+    The two recorded Scientists differ in one decision: when the Lab Manager moves a blocked technique
+    to the lab's preferred one, the adaptive Scientist accepts and the reader proposes the method the
+    paper cross-checked with.  The warm start therefore takes either move with some probability, and
+    GRPO has a choice whose reward it can compare within a group.
     """
 
     model_config = _STRICT
@@ -118,6 +130,7 @@ class DefaultModelConfig(BaseModel):
     sft: SFTHyperParams = Field(default_factory=SFTHyperParams)
     n_train_seeds: int = Field(default=100, ge=1)
     naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0)
     max_rounds: int = Field(default=6, ge=1)
     scientist_first_turn_repeats: int = Field(default=1, ge=0)
     max_new_tokens: int = Field(default=192, ge=16)

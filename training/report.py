@@ -27,7 +27,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     seeds = report["seeds"]
     lines = [f"# Evaluation on the {report['split']} split",
              f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager: {report['lab_manager']}, "
-             f"model decoding: {_decoding(report.get('decoding'))}.", "",
+             f"model decoding: {_decoding(report.get('decoding'))}. Intervals: 95% percentile bootstrap of the "
+             "mean, resampling seeds within each cell.", "",
              "## Overall", "", "| agent | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for spec, a in report["agents"].items():
         lines.append(f"| {spec} | " + " | ".join(_fmt(a["overall"][c]) for c in COLUMNS) + " |")

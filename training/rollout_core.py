@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist, ReaderScientist
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import EXTERNAL, episode_loop
 from replicalab.models import InvalidAction
@@ -31,6 +31,7 @@ SCRIPTED_SCIENTISTS: dict[str, Callable[[EpisodeJob], Any]] = {
     "scripted": lambda job: AdaptiveScientist(),
     "scripted:adaptive": lambda job: AdaptiveScientist(),
     "scripted:naive": lambda job: NaiveScientist(),
+    "scripted:reader": lambda job: ReaderScientist(),
     "scripted:random": lambda job: RandomScientist(job.seed),
     "scripted:oracle": lambda job: OracleScientist(generate_scenario(job.seed, job.template, job.difficulty)),
 }

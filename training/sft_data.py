@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, generate_scenario, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist
+from replicalab.agents import AdaptiveScientist, NaiveScientist, ReaderScientist
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
@@ -33,9 +33,11 @@ class TranscriptStats:
 
     episodes: int
     naive_episodes: int
+    reader_episodes: int
     examples_scientist: int
     examples_lab_manager: int
     seeds: tuple[int, ...]
+    #: Mean reward of the episodes whose Scientist transcripts are recorded (adaptive and reader).
     mean_reward_adaptive: float
 
 
@@ -74,60 +76,67 @@ def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
                 yield seed, template, difficulty
 
 
-def record_episode(seed: int, template: str, difficulty: str, *, naive: bool = False,
+SCIENTISTS: dict[str, Callable[[], Any]] = {
+    "adaptive": AdaptiveScientist, "naive": NaiveScientist, "reader": ReaderScientist,
+}
+
+
+def record_episode(seed: int, template: str, difficulty: str, *, scientist: str = "adaptive",
                    max_rounds: int = 6) -> tuple[Transcript, Transcript, EpisodeLog]:
-    """Play one scripted episode (``AdaptiveScientist``, or ``NaiveScientist`` if ``naive``, vs
+    """Play one scripted episode (the named scripted Scientist of ``SCIENTISTS`` vs
     ``ScriptedLabManager``); return both seats' transcripts and the log."""
-    scientist = _Recorder(NaiveScientist() if naive else AdaptiveScientist())
+    recorded = _Recorder(SCIENTISTS[scientist]())
     lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)))
-    log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), scientist, lab_manager,
+    log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), recorded, lab_manager,
                       seed=seed, template=template, difficulty=difficulty)
-    return scientist.examples, lab_manager.examples, log
+    return recorded.examples, lab_manager.examples, log
 
 
 def collect_transcripts(
-    n_seeds: int, *, naive_fraction: float = 0.0, max_rounds: int = 6, shuffle_seed: int = 0
+    n_seeds: int, *, naive_fraction: float = 0.0, reader_fraction: float = 0.0, max_rounds: int = 6,
+    shuffle_seed: int = 0,
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
     One transcript per recorded seat and episode, shuffled with ``random.Random(shuffle_seed)``.
-    A ``naive_fraction`` of episodes (chosen with the same RNG) seat ``NaiveScientist``; those
-    contribute Lab Manager transcripts only (more varied states for that seat without teaching the
-    Scientist seat a weaker policy).
+    Each episode's Scientist is drawn with the same RNG: ``NaiveScientist`` with probability
+    ``naive_fraction`` (those contribute Lab Manager transcripts only: more varied states for that
+    seat without teaching the Scientist seat a weaker policy), else ``ReaderScientist`` with
+    probability ``reader_fraction``, else ``AdaptiveScientist``.
     """
+    if naive_fraction + reader_fraction > 1.0:
+        raise ValueError(f"naive_fraction + reader_fraction must be at most 1, got {naive_fraction + reader_fraction}")
     rng = random.Random(shuffle_seed)
     scientist: list[Transcript] = []
     lab: list[Transcript] = []
-    episodes = naive = 0
-    adaptive_rewards: list[float] = []
+    counts = {name: 0 for name in SCIENTISTS}
+    recorded_rewards: list[float] = []
     for seed, template, difficulty in episode_grid(n_seeds):
-        use_naive = rng.random() < naive_fraction
-        sci, lab_t, log = record_episode(seed, template, difficulty, naive=use_naive, max_rounds=max_rounds)
-        episodes += 1
-        naive += int(use_naive)
-        if not use_naive:
+        draw = rng.random()
+        kind = "naive" if draw < naive_fraction else "reader" if draw < naive_fraction + reader_fraction else "adaptive"
+        sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
+        counts[kind] += 1
+        if kind != "naive":
             scientist.append(sci)
-            adaptive_rewards.append(log.total_reward)
+            recorded_rewards.append(log.total_reward)
         lab.append(lab_t)
     rng.shuffle(scientist)
     rng.shuffle(lab)
     stats = TranscriptStats(
-        episodes=episodes,
-        naive_episodes=naive,
+        episodes=sum(counts.values()),
+        naive_episodes=counts["naive"],
+        reader_episodes=counts["reader"],
         examples_scientist=sum(map(len, scientist)),
         examples_lab_manager=sum(map(len, lab)),
         seeds=tuple(train_seeds(n_seeds)),
-        mean_reward_adaptive=sum(adaptive_rewards) / max(1, len(adaptive_rewards)),
+        mean_reward_adaptive=sum(recorded_rewards) / max(1, len(recorded_rewards)),
     )
     return scientist, lab, stats
 
 
-def collect_examples(
-    n_seeds: int, *, naive_fraction: float = 0.0, max_rounds: int = 6, shuffle_seed: int = 0
-) -> tuple[list[Example], list[Example], TranscriptStats]:
+def collect_examples(n_seeds: int, **kwargs: Any) -> tuple[list[Example], list[Example], TranscriptStats]:
     """``collect_transcripts`` flattened to per-turn prompt/completion examples (seat by seat)."""
-    sci, lab, stats = collect_transcripts(n_seeds, naive_fraction=naive_fraction, max_rounds=max_rounds,
-                                          shuffle_seed=shuffle_seed)
+    sci, lab, stats = collect_transcripts(n_seeds, **kwargs)
     return [e for t in sci for e in t], [e for t in lab for e in t], stats
 
 

@@ -1,7 +1,8 @@
 """Train the embedded byte-level BPE tokenizer locally (no hub access).
 
 Besides the BPE merges, the vocabulary holds whole *JSON tokens* found in the training texts: a
-JSON key with its colon and bracket (``"controls":[``), a quoted identifier value with its
+boolean field with its value and comma (``"budget_ok":true,``), a JSON key with its colon and bracket
+(``"controls":[``), a quoted identifier value with its
 leading comma when it has one (``"propose_protocol"``, ``,"hela_cells"``), every snake_case identifier
 (``co2_incubator``), and the integers ``0 .. number_tokens - 1``.  They are added tokens, matched
 before pre-tokenization (leftmost-longest), so an action like ``{"sample_size":48,"controls":[...]``
@@ -67,13 +68,16 @@ def _backend(vocab_size: int, min_frequency: int) -> tuple[Tokenizer, trainers.B
     return tok, trainer
 
 
+#: A boolean field with its value and trailing comma: ``"budget_ok":true,`` (the next field then
+#: follows from this one token).
+_FLAG = r'"[a-z0-9]+(?:_[a-z0-9]+)*":(?:true|false),?'
 #: A JSON key with its colon (and bracket): ``"controls":[``.
 _KEY = r'"[a-z0-9]+(?:_[a-z0-9]+)*":\[?'
 #: A JSON string value, with the comma that separates it from the previous list item if any.
 _VALUE = r',?"[a-z0-9]+(?:_[a-z0-9]+)*"(?!:)'
 #: A bare snake_case identifier with at least one underscore (item names in prose).
 _IDENT = r'(?<![A-Za-z0-9_])[a-z0-9]+(?:_[a-z0-9]+)+(?![A-Za-z0-9_])'
-JSON_TOKEN_PATTERN = re.compile("|".join((_KEY, _VALUE, _IDENT)))
+JSON_TOKEN_PATTERN = re.compile("|".join((_FLAG, _KEY, _VALUE, _IDENT)))
 
 
 def json_tokens(texts: Sequence[str], min_frequency: int) -> list[str]:

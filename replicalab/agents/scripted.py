@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from replicalab.agents.brief import last_lab_manager_action, published_protocol
+from replicalab.agents.brief import cross_check_method, last_lab_manager_action, last_suggestion, published_protocol
 from replicalab.models import ScientistAction, ScientistActionType as SA, ScientistObservation
 from replicalab.scenario import Scenario
 
@@ -23,6 +23,32 @@ class NaiveScientist:
                 **published_protocol(obs),
             )
         return ACCEPT
+
+
+class ReaderScientist:
+    """Reads the whole brief: proposes the paper's protocol; when the Lab Manager suggests moving to
+    another technique, it proposes (once) the paper's protocol run with the orthogonal method the paper
+    cross-checked with instead; otherwise it accepts, like the naive Scientist."""
+
+    def __init__(self) -> None:
+        self.switched = False
+
+    def __call__(self, obs: ScientistObservation) -> ScientistAction:
+        brief = published_protocol(obs)
+        if obs.current_protocol is None:
+            return ScientistAction(
+                action_type=SA.PROPOSE_PROTOCOL, rationale="Replicate the paper exactly as published.", **brief
+            )
+        method = cross_check_method(obs)
+        moved = last_suggestion(obs).get("technique", "")
+        if self.switched or not method or not moved or moved == method["technique"]:
+            return ACCEPT
+        self.switched = True
+        reagents = list(dict.fromkeys(method["required_reagents"] + brief["required_reagents"]))
+        return ScientistAction(
+            action_type=SA.REVISE_PROTOCOL, rationale="Use the paper's cross-check method.",
+            **{**brief, **method, "required_reagents": reagents},
+        )
 
 
 class AdaptiveScientist:

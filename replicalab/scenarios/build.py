@@ -10,6 +10,10 @@ feasible reference protocol so that every scenario is solvable:
 - hard:   the paper's technique is blocked (safety rule or missing equipment) and budget and time are
           tight; the lab's preferred alternative is a low-fidelity technique.
 
+The paper's method states the published protocol and the orthogonal method the authors cross-checked
+their readout with (the close substitute of the hidden reference), so a Scientist that reads the brief
+can steer a blocked technique toward the high-fidelity substitute rather than the lab's preference.
+
 All randomness comes from one ``random.Random`` seeded by ``(template, difficulty, seed)``.
 """
 
@@ -20,6 +24,7 @@ import math
 import random
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, plan_cost
+from replicalab.scenario import CROSS_CHECK_MARKER, PUBLISHED_MARKER
 from replicalab.models import Protocol
 from replicalab.scenario import Domain, LabFacts, ReferenceSpec, Scenario, Technique
 
@@ -213,11 +218,14 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         "sample_size": n0, "controls": controls, "technique": t0, "duration_days": d0,
         "required_equipment": paper.required_equipment, "required_reagents": paper.required_reagents,
     }, separators=(",", ":"))
+    close_eq, close_re = _first_options(techniques[t_close])
+    cross_check = json.dumps({"technique": t_close, "required_equipment": close_eq, "required_reagents": close_re},
+                             separators=(",", ":"))
     scenario = Scenario(
         seed=seed, template=domain.name, difficulty=difficulty,
         paper_title=rng.choice(domain.title_templates).format(**fmt),
         paper_hypothesis=domain.hypothesis_template.format(**fmt),
-        paper_method=f"{specs[t0].description} Published protocol: {published}",
+        paper_method=f"{specs[t0].description} {CROSS_CHECK_MARKER} {cross_check}. {PUBLISHED_MARKER} {published}",
         paper_key_finding=domain.finding_template.format(n=n0, unit=domain.sample_unit, **fmt),
         experiment_goal=domain.goal_template.format(**fmt),
         paper_protocol=paper, techniques=techniques, equipment_fees=fees, reagent_costs=costs,
