@@ -58,7 +58,9 @@ def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
     seeds = info["transcripts"]["seeds"]
     assert seeds and all(s in TRAIN_SEEDS and s not in HELDOUT_SEEDS for s in seeds)
     assert [p["steps"] for p in info["sft_phases"]] == [TINY_BUILD.sft.lm_steps, TINY_BUILD.sft.completion_steps]
-    assert [p["completion_only"] for p in info["sft_phases"]] == [False, True]
+    # phase 1: all tokens of the Scientist chats, assistant turns of the Lab Manager chats; phase 2: assistant turns
+    assert [p["loss"] for p in info["sft_phases"]] == [
+        "loss on all tokens of the scientist chats, on the assistant turns of the others", "loss on the assistant turns"]
     assert info["max_example_tokens"] <= info["sft"]["max_length"]
     assert "TRAIN_SEEDS" in (built_dir / "README.md").read_text()
 
@@ -174,3 +176,18 @@ def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
         assert seat.episodes == 2 and seat.model_turns >= 2
         assert 0.0 <= seat.parse_rate <= 1.0 and seat.parse_failures <= seat.model_turns
     assert report.naive_scientist_mean_reward == report.scientist.baseline_mean_reward
+
+
+def test_language_model_phase_masks_by_seat() -> None:
+    """All-token rows carry the loss on every token; the other seat's rows keep their assistant mask."""
+    from training.default_model import lm_phase_row, training_examples
+
+    sci, lab, _ = collect_transcripts(1, reader_fraction=0.5)
+    labelled = training_examples(sci, lab, first_turn_repeats=1)
+    roles = [role for role, _ in labelled]
+    assert roles.count("scientist") == len(sci) * 2 and roles.count("lab_manager") == len(lab)
+    row = {"input_ids": [5, 6, 7, 8], "completion_mask": [0, 0, 1, 1]}
+    assert lm_phase_row(row, True)["completion_mask"] == [1, 1, 1, 1]
+    assert lm_phase_row(row, False) == row
+    with pytest.raises(ValueError, match="at most 1"):
+        collect_transcripts(1, naive_fraction=0.6, reader_fraction=0.6)
