@@ -191,3 +191,18 @@ def test_language_model_phase_masks_by_seat() -> None:
     assert lm_phase_row(row, False) == row
     with pytest.raises(ValueError, match="at most 1"):
         collect_transcripts(1, naive_fraction=0.6, reader_fraction=0.6)
+
+
+def test_decision_turns_are_the_answers_to_a_technique_move() -> None:
+    """The repeated decision turns are exactly the Scientist turns after the lab moved the technique:
+    the adaptive Scientist accepts there and the reader proposes the paper's cross-check method."""
+    from training.default_model import training_examples
+    from training.sft_data import follows_technique_move
+
+    sci, lab, _ = collect_transcripts(6, reader_fraction=0.5)
+    decisions = [t[k] for t in sci for k in range(1, len(t)) if follows_technique_move(t[k])]
+    replies = {json.loads(d["completion"][0]["content"])["action_type"] for d in decisions}
+    assert replies == {"accept", "revise_protocol"}
+    assert not any(follows_technique_move(t[0]) for t in sci)
+    base = len(training_examples(sci, lab))
+    assert len(training_examples(sci, lab, decision_turn_repeats=2)) == base + 2 * len(decisions)

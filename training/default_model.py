@@ -97,7 +97,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
                                           reader_fraction=cfg.reader_fraction,
                                           max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
-    labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats)
+    labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats, cfg.scientist_decision_turn_repeats)
     examples = [ex for _, ex in labelled]
     _say(progress, f"[default-model] {stats.examples_scientist} scientist + {stats.examples_lab_manager} "
                    f"lab-manager turns from {stats.episodes} episodes as {len(examples)} chat examples; "
@@ -165,10 +165,12 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     return out
 
 
-def training_examples(scientist: list, lab_manager: list, first_turn_repeats: int = 0) -> list[tuple[str, dict]]:
+def training_examples(scientist: list, lab_manager: list, first_turn_repeats: int = 0,
+                      decision_turn_repeats: int = 0) -> list[tuple[str, dict]]:
     """(role, example): one whole-chat example per recorded seat and episode (both seats interleaved),
-    plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)."""
-    from training.sft_data import conversation_example, first_turn_example
+    plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)
+    and ``decision_turn_repeats`` of every Scientist turn that answers a move to another technique."""
+    from training.sft_data import conversation_example, first_turn_example, follows_technique_move, turn_example
 
     out: list[tuple[str, dict]] = []
     for i in range(max(len(scientist), len(lab_manager))):
@@ -176,6 +178,9 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
                    for role, x in (("scientist", scientist), ("lab_manager", lab_manager)) if i < len(x))
     for _ in range(first_turn_repeats):
         out.extend(("scientist", first_turn_example(t)) for t in scientist)
+    decisions = [turn_example(t, k) for t in scientist for k in range(1, len(t)) if follows_technique_move(t[k])]
+    for _ in range(decision_turn_repeats):
+        out.extend(("scientist", ex) for ex in decisions)
     return out
 
 

@@ -133,5 +133,7 @@ class DefaultModelConfig(BaseModel):
     reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0)
     max_rounds: int = Field(default=6, ge=1)
     scientist_first_turn_repeats: int = Field(default=1, ge=0)
+    #: Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another technique.
+    scientist_decision_turn_repeats: int = Field(default=0, ge=0)
     max_new_tokens: int = Field(default=192, ge=16)
     torch_threads: int = Field(default=2, ge=1)

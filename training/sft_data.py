@@ -21,8 +21,12 @@ from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
+from replicalab.render import SUGGESTED_MARKER
 
 Example = dict[str, list[dict[str, str]]]
+#: How a Lab Manager message that moves the plan to another technique reads (technique is the first
+#: suggestion field ``render_lab_manager`` writes).
+TECHNIQUE_MOVE = SUGGESTED_MARKER.strip() + " technique="
 #: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
 Transcript = list[Example]
 
@@ -153,6 +157,18 @@ def first_turn_example(transcript: Transcript) -> dict[str, list[dict[str, str]]
     """The first turn alone as a conversation (for up-weighting opening moves)."""
     first = transcript[0]
     return {"messages": [*first["prompt"], *first["completion"]]}
+
+
+def turn_example(transcript: Transcript, k: int) -> dict[str, list[dict[str, str]]]:
+    """Turn ``k`` alone as a conversation: the chat up to it and the seat's reply."""
+    turn = transcript[k]
+    return {"messages": [*turn["prompt"], *turn["completion"]]}
+
+
+def follows_technique_move(example: Example) -> bool:
+    """Whether this turn answers a Lab Manager suggestion that moves the plan to another technique
+    (the Scientist's one real decision on hard cells: take the lab's technique or propose another)."""
+    return TECHNIQUE_MOVE in example["prompt"][-1]["content"]
 
 
 def example_texts(examples: list[dict[str, list[dict[str, str]]]]) -> Iterator[str]:
