@@ -8,16 +8,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist, ReaderScientist
-
-AGENTS = {
-    "naive": lambda seed, s: NaiveScientist(),
-    "adaptive": lambda seed, s: AdaptiveScientist(),
-    "reader": lambda seed, s: ReaderScientist(),
-    "oracle": lambda seed, s: OracleScientist(s),
-    "random": lambda seed, s: RandomScientist(seed),
-}
+from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, run_episode
+from replicalab.agents import SCRIPTED_SCIENTISTS as AGENTS
 
 
 def main() -> None:
@@ -34,7 +26,7 @@ def main() -> None:
             for make in AGENTS.values():
                 totals, cores = [], []
                 for seed in HELDOUT_SEEDS[:n]:
-                    log = run_episode(env, make(seed, generate_scenario(seed, t, d)), seed=seed, template=t, difficulty=d)
+                    log = run_episode(env, make(seed, t, d), seed=seed, template=t, difficulty=d)
                     b = log.reward_breakdown
                     totals.append(log.total_reward)
                     cores.append(10 * b.rigor * b.feasibility * b.fidelity)

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
+from replicalab import agents
+from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 
-SCRIPTED_SCIENTISTS = ("naive", "adaptive", "reader", "oracle", "random")
+SCRIPTED_SCIENTISTS = tuple(agents.SCRIPTED_SCIENTISTS)
 MODEL_PREFIX = "model:"
 
 
@@ -49,18 +50,12 @@ def _seat(role: str) -> Callable[[str], str]:
 
 
 def _scientist_factory(spec: str, seed: int, template: str, difficulty: str):
-    from replicalab import agents
-
     if spec.startswith(MODEL_PREFIX):
         from training.model_agent import load_agent_spec
 
         return load_agent_spec(spec, "scientist")
-    if spec == "oracle":
-        scenario = generate_scenario(seed, template, difficulty)
-        return lambda: agents.OracleScientist(scenario)
-    if spec == "random":
-        return lambda: agents.RandomScientist(seed)
-    return {"naive": agents.NaiveScientist, "adaptive": agents.AdaptiveScientist, "reader": agents.ReaderScientist}[spec]
+    make = agents.SCRIPTED_SCIENTISTS[spec]
+    return lambda: make(seed, template, difficulty)
 
 
 def cmd_play(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS
+from replicalab.agents import SCRIPTED_SCIENTISTS as SCRIPTED_BY_NAME
 from replicalab.seeds import check_train_seed
 from training.model_config import SamplingConfig
 
@@ -31,8 +32,9 @@ ROLES: tuple[str, ...] = ("scientist", "lab_manager")
 POLICY_SEAT = "policy"
 SCRIPTED_SEAT = "scripted"
 MODEL_SEAT_PREFIX = "model:"
-#: Scripted Scientists a ``scripted:<kind>`` scientist seat may name; plain ``scripted`` is the first.
-SCRIPTED_SCIENTISTS: tuple[str, ...] = ("adaptive", "naive", "reader", "random")
+#: Scripted Scientists a ``scripted:<kind>`` scientist seat may name in training; plain ``scripted`` is the
+#: first.  The oracle is left out: it plays from the hidden reference.
+SCRIPTED_SCIENTISTS: tuple[str, ...] = ("adaptive", *(n for n in SCRIPTED_BY_NAME if n not in ("adaptive", "oracle")))
 #: Loss types TRL 1.16's GRPOConfig accepts (trl/trainer/grpo_config.py, grpo_trainer.py).
 LOSS_TYPES = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 #: Reward scaling TRL 1.16 accepts (``True`` means "group", ``False`` means "none", as in TRL).

@@ -19,13 +19,7 @@ from typing import Any, Optional
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-from training.model_config import (
-    DEFAULT_MODEL_DIRNAME,
-    DEFAULT_MODEL_ENV,
-    IM_END_TOKEN,
-    PAD_TOKEN,
-    DefaultModelConfig,
-)
+from training.model_config import DEFAULT_MODEL_DIRNAME, DEFAULT_MODEL_ENV, DefaultModelConfig
 from training.sft import run_sft, tokenize_example
 from training.tokenizer_build import save_and_verify, train_tokenizer
 
@@ -170,14 +164,14 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
     """(role, example): one whole-chat example per recorded seat and episode (both seats interleaved),
     plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)
     and ``decision_turn_repeats`` of every Scientist turn that answers a move to another technique."""
-    from training.sft_data import conversation_example, first_turn_example, follows_technique_move, turn_example
+    from training.sft_data import conversation_example, follows_technique_move, turn_example
 
     out: list[tuple[str, dict]] = []
     for i in range(max(len(scientist), len(lab_manager))):
         out.extend((role, conversation_example(x[i]))
                    for role, x in (("scientist", scientist), ("lab_manager", lab_manager)) if i < len(x))
     for _ in range(first_turn_repeats):
-        out.extend(("scientist", first_turn_example(t)) for t in scientist)
+        out.extend(("scientist", turn_example(t, 0)) for t in scientist)
     decisions = [turn_example(t, k) for t in scientist for k in range(1, len(t)) if follows_technique_move(t[k])]
     for _ in range(decision_turn_repeats):
         out.extend(("scientist", ex) for ex in decisions)

@@ -8,10 +8,11 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
+from replicalab.agents import SCRIPTED_SCIENTISTS
 from training.config import WandbConfig, load_config
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-SCRIPTED_AGENTS = ("naive", "adaptive", "reader", "oracle", "random")
+SCRIPTED_AGENTS = tuple(SCRIPTED_SCIENTISTS)
 SPLITS = {"heldout": HELDOUT_SEEDS, "train": TRAIN_SEEDS}
 
 

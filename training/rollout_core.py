@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist, ReaderScientist
+from replicalab.agents import SCRIPTED_SCIENTISTS as SCRIPTED_BY_NAME
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import EXTERNAL, episode_loop
 from replicalab.models import InvalidAction
 from replicalab.parsing import parse_action
 from replicalab.prompts import RoleChat
-from replicalab.scenarios import generate_scenario
 from training.model_config import SamplingConfig
 from training.policy import Generation, PolicyModel
 from training.records import EpisodeJob, RoleTrajectory, RolloutRecord
@@ -27,14 +26,8 @@ POLICY_SEAT = "policy"
 MODEL_SEAT_PREFIX = "model:"
 CONTEXT_EXHAUSTED = "context window exhausted"
 REPLY_SENTINEL = "\u241eREPLY\u241e"
-SCRIPTED_SCIENTISTS: dict[str, Callable[[EpisodeJob], Any]] = {
-    "scripted": lambda job: AdaptiveScientist(),
-    "scripted:adaptive": lambda job: AdaptiveScientist(),
-    "scripted:naive": lambda job: NaiveScientist(),
-    "scripted:reader": lambda job: ReaderScientist(),
-    "scripted:random": lambda job: RandomScientist(job.seed),
-    "scripted:oracle": lambda job: OracleScientist(generate_scenario(job.seed, job.template, job.difficulty)),
-}
+#: Scientist seat value -> scripted Scientist name (plain ``scripted`` is the adaptive one).
+SCRIPTED_SCIENTISTS: dict[str, str] = {"scripted": "adaptive", **{f"scripted:{n}": n for n in SCRIPTED_BY_NAME}}
 
 
 @dataclass
@@ -74,7 +67,7 @@ def _scripted(spec: str, role: str, job: EpisodeJob):
         return None  # episode_loop seats the scripted Lab Manager
     if spec not in SCRIPTED_SCIENTISTS:
         raise ValueError(f"unknown scientist seat {spec!r}: use policy, {', '.join(SCRIPTED_SCIENTISTS)} or model:DIR")
-    return SCRIPTED_SCIENTISTS[spec](job)
+    return SCRIPTED_BY_NAME[SCRIPTED_SCIENTISTS[spec]](job.seed, job.template, job.difficulty)
 
 
 def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:

@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, generate_scenario, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, ReaderScientist
+from replicalab.agents import SCRIPTED_SCIENTISTS
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
-from replicalab.render import SUGGESTED_MARKER
+from replicalab.render import suggestion_in
 
 Example = dict[str, list[dict[str, str]]]
-#: How a Lab Manager message that moves the plan to another technique reads (technique is the first
-#: suggestion field ``render_lab_manager`` writes).
-TECHNIQUE_MOVE = SUGGESTED_MARKER.strip() + " technique="
 #: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
 Transcript = list[Example]
 
@@ -80,16 +77,17 @@ def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
                 yield seed, template, difficulty
 
 
-SCIENTISTS: dict[str, Callable[[], Any]] = {
-    "adaptive": AdaptiveScientist, "naive": NaiveScientist, "reader": ReaderScientist,
-}
+#: The scripted Scientists whose episodes make up the transcripts.
+SCIENTISTS = ("adaptive", "naive", "reader")
 
 
 def record_episode(seed: int, template: str, difficulty: str, *, scientist: str = "adaptive",
                    max_rounds: int = 6) -> tuple[Transcript, Transcript, EpisodeLog]:
-    """Play one scripted episode (the named scripted Scientist of ``SCIENTISTS`` vs
+    """Play one scripted episode (the named scripted Scientist, one of ``SCIENTISTS``, vs
     ``ScriptedLabManager``); return both seats' transcripts and the log."""
-    recorded = _Recorder(SCIENTISTS[scientist]())
+    if scientist not in SCIENTISTS:
+        raise ValueError(f"unknown transcript scientist {scientist!r}; choose one of {', '.join(SCIENTISTS)}")
+    recorded = _Recorder(SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty))
     lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)))
     log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), recorded, lab_manager,
                       seed=seed, template=template, difficulty=difficulty)
@@ -144,31 +142,23 @@ def collect_examples(n_seeds: int, **kwargs: Any) -> tuple[list[Example], list[E
     return [e for t in sci for e in t], [e for t in lab for e in t], stats
 
 
-def conversation_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
-    """The whole chat of one seat in one episode: ``{"messages": [system, user, assistant, user, ...]}``.
-
-    Its last example's prompt + completion; every assistant message is one of the seat's turns.
-    """
-    last = transcript[-1]
-    return {"messages": [*last["prompt"], *last["completion"]]}
-
-
-def first_turn_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
-    """The first turn alone as a conversation (for up-weighting opening moves)."""
-    first = transcript[0]
-    return {"messages": [*first["prompt"], *first["completion"]]}
-
-
 def turn_example(transcript: Transcript, k: int) -> dict[str, list[dict[str, str]]]:
-    """Turn ``k`` alone as a conversation: the chat up to it and the seat's reply."""
+    """Turn ``k`` as a conversation ``{"messages": [system, user, assistant, ...]}``: the chat up to
+    it and the seat's reply (``k = 0`` the opening move alone, ``k = -1`` the seat's whole episode,
+    every assistant message one of its turns)."""
     turn = transcript[k]
     return {"messages": [*turn["prompt"], *turn["completion"]]}
+
+
+def conversation_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
+    """The whole chat of one seat in one episode (``turn_example`` of its last turn)."""
+    return turn_example(transcript, -1)
 
 
 def follows_technique_move(example: Example) -> bool:
     """Whether this turn answers a Lab Manager suggestion that moves the plan to another technique
     (the Scientist's one real decision on hard cells: take the lab's technique or propose another)."""
-    return TECHNIQUE_MOVE in example["prompt"][-1]["content"]
+    return "technique" in suggestion_in(example["prompt"][-1]["content"])
 
 
 def example_texts(examples: list[dict[str, list[dict[str, str]]]]) -> Iterator[str]:

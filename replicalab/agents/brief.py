@@ -8,44 +8,37 @@ from replicalab.models import ScientistObservation
 from replicalab.render import suggestion_in
 from replicalab.scenario import CROSS_CHECK_MARKER, PUBLISHED_MARKER
 
-MARKER = PUBLISHED_MARKER
 PROTOCOL_FIELDS = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
 CROSS_CHECK_FIELDS = ("technique", "required_equipment", "required_reagents")
+
+
+def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "") -> dict:
+    """The JSON object stated after ``marker`` (up to ``end_marker`` and its trailing period, or to the
+    end), if it has exactly ``fields``; else empty."""
+    start = text.find(marker)
+    end = text.find(end_marker, start) if end_marker else len(text)
+    if start < 0 or end < 0:
+        return {}
+    body = text[start + len(marker):end].strip()
+    try:
+        stated = json.loads(body.removesuffix(".") if end_marker else body)
+    except ValueError:
+        return {}
+    return stated if isinstance(stated, dict) and set(stated) == set(fields) else {}
 
 
 def published_protocol(obs: ScientistObservation) -> dict:
     """The brief's protocol as ScientistAction fields; empty when the brief states none.
 
     The brief ends with ``Published protocol: {json}``, the fields in ScientistAction order."""
-    text = obs.paper_method
-    start = text.find(MARKER)
-    if start < 0:
-        return {}
-    try:
-        fields = json.loads(text[start + len(MARKER):])
-    except ValueError:
-        return {}
-    if not isinstance(fields, dict) or set(fields) != set(PROTOCOL_FIELDS):
-        return {}
-    return fields
+    return _stated(obs.paper_method, PUBLISHED_MARKER, PROTOCOL_FIELDS)
 
 
 def cross_check_method(obs: ScientistObservation) -> dict:
     """The orthogonal method the paper cross-checked with (technique and its items); empty if none.
 
     The brief states it as ``Cross-checked with: {json}.`` before the published protocol."""
-    text = obs.paper_method
-    start, end = text.find(CROSS_CHECK_MARKER), text.find(MARKER)
-    if start < 0 or end < start:
-        return {}
-    body = text[start + len(CROSS_CHECK_MARKER):end].strip().removesuffix(".")
-    try:
-        fields = json.loads(body)
-    except ValueError:
-        return {}
-    if not isinstance(fields, dict) or set(fields) != set(CROSS_CHECK_FIELDS):
-        return {}
-    return fields
+    return _stated(obs.paper_method, CROSS_CHECK_MARKER, CROSS_CHECK_FIELDS, end_marker=PUBLISHED_MARKER)
 
 
 def last_suggestion(obs: ScientistObservation) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Callable
 
 from replicalab.agents.brief import cross_check_method, last_lab_manager_action, last_suggestion, published_protocol
 from replicalab.models import ScientistAction, ScientistActionType as SA, ScientistObservation
@@ -125,3 +126,19 @@ class RandomScientist:
             duration_days=rng.randint(0, 30), required_equipment=pick(brief.get("required_equipment", [])),
             required_reagents=pick(brief.get("required_reagents", [])), rationale="A random plan.",
         )
+
+
+def _oracle(seed: int, template: str, difficulty: str) -> OracleScientist:
+    from replicalab.scenarios import generate_scenario
+
+    return OracleScientist(generate_scenario(seed, template, difficulty))
+
+
+#: Every scripted Scientist by name, as a factory ``(seed, template, difficulty) -> fresh agent``.
+SCRIPTED_SCIENTISTS: dict[str, Callable[[int, str, str], Callable[[ScientistObservation], ScientistAction]]] = {
+    "naive": lambda seed, template, difficulty: NaiveScientist(),
+    "adaptive": lambda seed, template, difficulty: AdaptiveScientist(),
+    "reader": lambda seed, template, difficulty: ReaderScientist(),
+    "oracle": _oracle,
+    "random": lambda seed, template, difficulty: RandomScientist(seed),
+}

@@ -24,9 +24,10 @@ import math
 import random
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, plan_cost
-from replicalab.scenario import CROSS_CHECK_MARKER, PUBLISHED_MARKER
 from replicalab.models import Protocol
-from replicalab.scenario import Domain, LabFacts, ReferenceSpec, Scenario, Technique
+from replicalab.scenario import (
+    CROSS_CHECK_MARKER, PUBLISHED_MARKER, Domain, LabFacts, ReferenceSpec, Scenario, Technique,
+)
 
 WORKLOAD_JITTER = (0.8, 1.25)
 MIN_SAMPLE_FRACTION = (0.5, 0.7)
