@@ -1,6 +1,6 @@
 """Build the embedded default model and measure it against its targets, printing each figure.
 
-    python benchmarks/default_model_targets.py [--out DIR] [--seeds 3]
+    python benchmarks/default_model_targets.py [--out DIR] [--seeds 10]
 
 Targets: the build takes at most 10 minutes on 2 cores; on held-out seeds at least 95% of its turns
 parse into valid actions in both seats; as the Scientist against the scripted Lab Manager its mean
@@ -23,7 +23,7 @@ PARSE_RATE_TARGET = 0.95
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="where to build (default: a scratch directory)")
-    parser.add_argument("--seeds", type=int, default=3, help="held-out seeds per template x difficulty")
+    parser.add_argument("--seeds", type=int, default=10, help="held-out seeds per template x difficulty")
     args = parser.parse_args()
     from training.default_model import build_default_model
     from training.model_eval import evaluate_model_seats

@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
     build.add_argument("--out", required=True)
-    build.add_argument("--eval-seeds", type=int, default=3,
+    build.add_argument("--eval-seeds", type=int, default=10,
                        help="held-out seeds (x 9 cells per seat) to evaluate on afterwards; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
     return parser

@@ -206,3 +206,16 @@ def test_decision_turns_are_the_answers_to_a_technique_move() -> None:
     assert not any(follows_technique_move(t[0]) for t in sci)
     base = len(training_examples(sci, lab))
     assert len(training_examples(sci, lab, decision_turn_repeats=2)) == base + 2 * len(decisions)
+
+
+def test_scientist_transcripts_come_only_from_the_chosen_scientists() -> None:
+    """Every episode trains the Lab Manager seat; only the chosen Scientists' episodes train the Scientist
+    seat (the adaptive Scientist's questions never reach it when only the reader is chosen)."""
+    sci, lab, stats = collect_transcripts(2, naive_fraction=0.2, reader_fraction=0.5, scientist_kinds=("reader",))
+    assert len(lab) == stats.episodes and len(sci) == stats.reader_episodes > 0
+    actions = {json.loads(turn["completion"][0]["content"])["action_type"] for t in sci for turn in t}
+    assert "request_info" not in actions and "propose_protocol" in actions
+    both, _, _ = collect_transcripts(2, naive_fraction=0.2, reader_fraction=0.5)
+    assert len(both) == stats.episodes - stats.naive_episodes
+    with pytest.raises(ValueError, match="scientist_kinds"):
+        collect_transcripts(1, scientist_kinds=("oracle",))

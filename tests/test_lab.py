@@ -1,13 +1,17 @@
 """Lab truth and the scripted Lab Manager."""
 
 import random
+import re
 
 import pytest
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, generate_scenario
+from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
+from replicalab.agents import SCRIPTED_SCIENTISTS
 from replicalab.lab import ScriptedLabManager, check_feasibility
+from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY
 from replicalab.lab.answers import answer_question
 from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
+from replicalab.prompts import build_messages
 
 CELLS = [(t, d) for t in TEMPLATES for d in DIFFICULTIES]
 
@@ -33,12 +37,12 @@ def test_each_dimension_fails_with_a_reason():
     ref = s.reference_protocol
     assert check_feasibility(ref, s).ok
     huge = check_feasibility(_with(ref, sample_size=10**6), s)
-    assert "budget" in huge.failed and "staff" in huge.failed and "over the budget" in huge.reasons["budget"][0]
+    assert "budget" in huge.failed and "staff" in huge.failed and "over the lab's budget" in huge.reasons["budget"][0]
     late = check_feasibility(_with(ref, duration_days=s.lab.time_limit_days + 1), s)
     assert late.failed == ("schedule",) or "schedule" in late.failed
     assert "time limit" in " ".join(late.reasons["schedule"])
     zero = check_feasibility(_with(ref, duration_days=0), s)
-    assert "schedule" in zero.failed and "needs at least" in zero.reasons["schedule"][0]
+    assert "schedule" in zero.failed and "needs more than" in zero.reasons["schedule"][0]
     empty = check_feasibility(_with(ref, required_equipment=[], required_reagents=[]), s)
     assert {"equipment", "reagents"} <= set(empty.failed) and empty.missing_slots
     invented = check_feasibility(_with(ref, required_equipment=ref.required_equipment + ["warp_drive"]), s)
@@ -105,3 +109,29 @@ def test_manager_stays_valid_when_the_repair_drops_every_listed_item():
     if action.action_type.value == "suggest_alternative":
         assert action.suggested_equipment or action.suggested_reagents or action.suggested_technique \
             or action.suggested_sample_size or action.suggested_duration_days
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+@pytest.mark.parametrize("scientist", ["adaptive", "reader"])
+def test_explanations_cite_only_what_the_lab_manager_observes(scientist):
+    """Every figure in the scripted Lab Manager's explanation is one its own observation shows, so a
+    policy in that seat can write the same explanation (the hidden prices and staff rates stay out)."""
+    checked = 0
+    for seed in list(HELDOUT_SEEDS)[:4]:
+        for template, difficulty in CELLS:
+            lab_manager = ScriptedLabManager(generate_scenario(seed, template, difficulty))
+
+            def seat(obs, lab_manager=lab_manager):
+                nonlocal checked
+                action = lab_manager(obs)
+                seen = {float(x) for x in _NUMBER.findall(build_messages(obs)[-1]["content"])}
+                said = {float(x) for x in _NUMBER.findall(action.explanation)}
+                assert said <= seen | {HOURS_PER_STAFF_DAY}, (action.explanation, said - seen)
+                checked += 1
+                return action
+
+            run_episode(ReplicaLabEnv(), SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty), seat,
+                        seed=seed, template=template, difficulty=difficulty)
+    assert checked >= len(CELLS) * 4

@@ -90,6 +90,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     _say(progress, f"[default-model] recording scripted transcripts on {cfg.n_train_seeds} train seeds")
     sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
                                           reader_fraction=cfg.reader_fraction,
+                                          scientist_kinds=cfg.scientist_transcripts,
                                           max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
     labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats, cfg.scientist_decision_turn_repeats)
     examples = [ex for _, ex in labelled]

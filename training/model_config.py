@@ -131,6 +131,9 @@ class DefaultModelConfig(BaseModel):
     n_train_seeds: int = Field(default=100, ge=1)
     naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0)
+    #: The scripted Scientists whose turns the Scientist seat learns from (every episode trains the Lab Manager).
+    scientist_transcripts: tuple[Literal["adaptive", "naive", "reader"], ...] = Field(
+        default=("adaptive", "reader"), min_length=1)
     max_rounds: int = Field(default=6, ge=1)
     scientist_first_turn_repeats: int = Field(default=1, ge=0)
     #: Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another technique.

@@ -38,7 +38,7 @@ class TranscriptStats:
     examples_scientist: int
     examples_lab_manager: int
     seeds: tuple[int, ...]
-    #: Mean reward of the episodes whose Scientist transcripts are recorded (adaptive and reader).
+    #: Mean reward of the episodes whose Scientist transcripts are recorded (``scientist_kinds``).
     mean_reward_adaptive: float
 
 
@@ -96,16 +96,20 @@ def record_episode(seed: int, template: str, difficulty: str, *, scientist: str 
 
 def collect_transcripts(
     n_seeds: int, *, naive_fraction: float = 0.0, reader_fraction: float = 0.0, max_rounds: int = 6,
-    shuffle_seed: int = 0,
+    shuffle_seed: int = 0, scientist_kinds: tuple[str, ...] = ("adaptive", "reader"),
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
     One transcript per recorded seat and episode, shuffled with ``random.Random(shuffle_seed)``.
     Each episode's Scientist is drawn with the same RNG: ``NaiveScientist`` with probability
-    ``naive_fraction`` (those contribute Lab Manager transcripts only: more varied states for that
-    seat without teaching the Scientist seat a weaker policy), else ``ReaderScientist`` with
-    probability ``reader_fraction``, else ``AdaptiveScientist``.
+    ``naive_fraction``, else ``ReaderScientist`` with probability ``reader_fraction``, else
+    ``AdaptiveScientist``.  Every episode gives a Lab Manager transcript; only the episodes of the
+    Scientists in ``scientist_kinds`` give a Scientist transcript (the others add varied states for the
+    Lab Manager seat without teaching the Scientist seat their policy).
     """
+    unknown = [k for k in scientist_kinds if k not in SCIENTISTS]
+    if unknown or not scientist_kinds:
+        raise ValueError(f"scientist_kinds must name some of {', '.join(SCIENTISTS)}; got {list(scientist_kinds)}")
     if naive_fraction + reader_fraction > 1.0:
         raise ValueError(f"naive_fraction + reader_fraction must be at most 1, got {naive_fraction + reader_fraction}")
     rng = random.Random(shuffle_seed)
@@ -118,7 +122,7 @@ def collect_transcripts(
         kind = "naive" if draw < naive_fraction else "reader" if draw < naive_fraction + reader_fraction else "adaptive"
         sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
         counts[kind] += 1
-        if kind != "naive":
+        if kind in scientist_kinds:
             scientist.append(sci)
             recorded_rewards.append(log.total_reward)
         lab.append(lab_t)

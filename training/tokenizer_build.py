@@ -3,8 +3,10 @@
 Besides the BPE merges, the vocabulary holds whole *JSON tokens* found in the training texts: a
 boolean field with its value and comma (``"budget_ok":true,``), a JSON key with its colon and bracket
 (``"controls":[``), a quoted identifier value with its
-leading comma when it has one (``"propose_protocol"``, ``,"hela_cells"``), every snake_case identifier
-(``co2_incubator``), and the integers ``0 .. number_tokens - 1``.  They are added tokens, matched
+leading comma when it has one (``"propose_protocol"``, ``,"hela_cells"``), a field name the prose renders
+with an equals sign (``technique=``: in a Scientist's view it appears only where the Lab Manager
+suggests moving the plan to another technique, so one token marks that decision), every snake_case
+identifier (``co2_incubator``), and the integers ``0 .. number_tokens - 1``.  They are added tokens, matched
 before pre-tokenization (leftmost-longest), so an action like ``{"sample_size":48,"controls":[...]``
 is a short sequence of tokens that each occur once in the brief -- copying the published protocol
 becomes one-token induction (find the current token in the prompt, emit its successor), which a
@@ -75,9 +77,11 @@ _FLAG = r'"[a-z0-9]+(?:_[a-z0-9]+)*":(?:true|false),?'
 _KEY = r'"[a-z0-9]+(?:_[a-z0-9]+)*":\[?'
 #: A JSON string value, with the comma that separates it from the previous list item if any.
 _VALUE = r',?"[a-z0-9]+(?:_[a-z0-9]+)*"(?!:)'
+#: A field name as the prose renders a plan or a suggestion: ``technique=``, ``sample_size=``.
+_ASSIGN = r'(?<![A-Za-z0-9_])[a-z0-9]+(?:_[a-z0-9]+)*='
 #: A bare snake_case identifier with at least one underscore (item names in prose).
 _IDENT = r'(?<![A-Za-z0-9_])[a-z0-9]+(?:_[a-z0-9]+)+(?![A-Za-z0-9_])'
-JSON_TOKEN_PATTERN = re.compile("|".join((_FLAG, _KEY, _VALUE, _IDENT)))
+JSON_TOKEN_PATTERN = re.compile("|".join((_FLAG, _KEY, _VALUE, _ASSIGN, _IDENT)))
 
 
 def json_tokens(texts: Sequence[str], min_frequency: int) -> list[str]:

@@ -10,6 +10,10 @@ from replicalab.models import ScientistAction, ScientistActionType as SA, Scient
 from replicalab.scenario import Scenario
 
 ACCEPT = ScientistAction(action_type=SA.ACCEPT)
+#: The opening rationale of the adaptive and reader Scientists.  They open identically, so a model
+#: trained on both cannot tell from its own first turn which of them it is imitating when the two
+#: part ways (the reader's one decision), and takes either move there with some probability.
+OPENING_RATIONALE = "Start from the published protocol."
 TRIM_FACTOR = 0.75
 MAX_QUESTION_ROUNDS = 1
 
@@ -27,7 +31,7 @@ class NaiveScientist:
 
 
 class ReaderScientist:
-    """Reads the whole brief: proposes the paper's protocol; when the Lab Manager suggests moving to
+    """Reads the whole brief: opens like the adaptive Scientist with the paper's protocol; when the Lab Manager suggests moving to
     another technique, it proposes (once) the paper's protocol run with the orthogonal method the paper
     cross-checked with instead; otherwise it accepts, like the naive Scientist."""
 
@@ -38,7 +42,7 @@ class ReaderScientist:
         brief = published_protocol(obs)
         if obs.current_protocol is None:
             return ScientistAction(
-                action_type=SA.PROPOSE_PROTOCOL, rationale="Replicate the paper exactly as published.", **brief
+                action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **brief
             )
         method = cross_check_method(obs)
         moved = last_suggestion(obs).get("technique", "")
@@ -66,7 +70,7 @@ class AdaptiveScientist:
         current = obs.current_protocol
         if current is None:
             return ScientistAction(
-                action_type=SA.PROPOSE_PROTOCOL, rationale="Start from the published protocol.", **brief
+                action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **brief
             )
         if last in ("accept", "suggest_alternative"):
             return ACCEPT

@@ -1,7 +1,10 @@
 """``check_feasibility``: the single source of lab truth.
 
 A protocol is checked against the scenario's lab on six dimensions -- budget, equipment, reagents,
-schedule, staff and safety -- each with the reasons it fails, in plain words.
+schedule, staff and safety -- each with the reasons it fails, in plain words.  The reasons cite only
+facts the Lab Manager's observation shows (the lab's limits, the plan's items and days), never the
+hidden prices or staff rates behind a verdict, so a policy in that seat can state them too; the
+figures themselves are on the report (``cost``, ``staff_hours_needed``, ``staff_hours_available``).
 
 Cost model (all prices are the scenario's, hidden from the Scientist):
     cost = sum(equipment fee per day * duration_days) + sum(reagent cost per sample * sample_size)
@@ -127,7 +130,7 @@ def check_feasibility(protocol: Protocol, scenario: Scenario) -> FeasibilityRepo
             dim = "equipment" if slot in technique.equipment_slots else "reagents"
             reasons[dim].append(f"{tech_id} needs one of {', '.join(slot)}, none listed")
         if days < technique.min_days:
-            reasons["schedule"].append(f"{tech_id} needs at least {technique.min_days} days, plan has {days}")
+            reasons["schedule"].append(f"{tech_id} needs more than {days} days")
     if days > lab.time_limit_days:
         reasons["schedule"].append(f"{days} days exceeds the time limit of {lab.time_limit_days} days")
 
@@ -135,14 +138,12 @@ def check_feasibility(protocol: Protocol, scenario: Scenario) -> FeasibilityRepo
         scenario.equipment_fees, scenario.reagent_costs, scenario.control_costs, equipment, reagents, controls, n, days
     )
     if cost > lab.budget_total:
-        reasons["budget"].append(f"plan costs {cost:.2f}, over the budget of {lab.budget_total:.2f}")
+        reasons["budget"].append("over the lab's budget")
 
     hours_needed = round(n * technique.hours_per_sample, 2) if technique is not None else 0.0
     hours_available = lab.staff_count * days * HOURS_PER_STAFF_DAY
     if hours_needed > hours_available:
-        reasons["staff"].append(
-            f"needs {hours_needed:.1f} staff hours, {lab.staff_count} staff over {days} days give {hours_available:.1f}"
-        )
+        reasons["staff"].append(f"more work than {lab.staff_count} staff can do in {days} days")
 
     for name in (tech_id, *equipment, *reagents):
         if name in lab.banned:

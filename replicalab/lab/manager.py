@@ -69,11 +69,10 @@ class ScriptedLabManager:
         report = check_feasibility(protocol, self.scenario)
         flags = report.flags()
         if report.ok:
-            lab = self.scenario.lab
+            limit = self.scenario.lab.time_limit_days
             return LabManagerAction(
                 action_type=LA.ACCEPT, feasible=True, **flags,
-                explanation=answers + f"Feasible: costs {report.cost:.2f} of {lab.budget_total:.2f}, "
-                f"{protocol.duration_days} of {lab.time_limit_days} days.",
+                explanation=answers + f"Feasible: within the lab's budget and the time limit of {limit} days.",
             )
         if answers:
             return LabManagerAction(
