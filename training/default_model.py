@@ -257,12 +257,15 @@ def model_card(info: dict[str, Any]) -> str:
         f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
         "from `TRAIN_SEEDS` only) x every template x every difficulty",
         f"- Scientist seat: `AdaptiveScientist`, `ReaderScientist` in {tr.get('reader_episodes', 0)} episodes "
-        f"and `NaiveScientist` in {tr['naive_episodes']} (which contribute Lab Manager turns only); "
-        "Lab Manager seat: `ScriptedLabManager`",
+        f"and `NaiveScientist` in {tr['naive_episodes']}; the Scientist seat learns from the "
+        f"{', '.join(cfg.get('scientist_transcripts', ('adaptive', 'reader')))} episodes, the Lab Manager seat "
+        "(`ScriptedLabManager`) from all of them",
         f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
         "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
         "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "
-        f"assistant turn, plus {cfg['scientist_first_turn_repeats']} extra copies of each Scientist opening turn",
+        f"assistant turn, plus {cfg['scientist_first_turn_repeats']} extra copies of each Scientist opening turn "
+        f"and {cfg.get('scientist_decision_turn_repeats', 0)} of each Scientist turn that answers a move to "
+        "another technique",
         f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
         f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
         f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_adaptive']:.3f}",

@@ -90,9 +90,9 @@ class SFTHyperParams(BaseModel):
     learning_rate: float = Field(default=2e-3, gt=0.0)
     #: Learning rate of the completion-only phase (None: ``learning_rate``).
     completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0)
-    lm_steps: int = Field(default=600, ge=0)
+    lm_steps: int = Field(default=800, ge=0)
     lm_phase_roles: tuple[Literal["scientist", "lab_manager"], ...] = ("scientist",)
-    completion_steps: int = Field(default=300, ge=1)
+    completion_steps: int = Field(default=450, ge=1)
     per_device_train_batch_size: int = Field(default=4, ge=1)
     gradient_accumulation_steps: int = Field(default=1, ge=1)
     warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
@@ -108,14 +108,14 @@ class DefaultModelConfig(BaseModel):
     Transcripts come from scripted episodes on ``n_train_seeds`` seeds taken from the start of
     ``TRAIN_SEEDS`` (never ``HELDOUT_SEEDS``), each played on every template x difficulty.  The
     Scientist seat is ``AdaptiveScientist`` except for a ``naive_fraction`` of episodes played by
-    ``NaiveScientist`` (those contribute Lab Manager turns only) and a ``reader_fraction`` played by
-    ``ReaderScientist``; the Lab Manager seat is ``ScriptedLabManager``.  Both seats' turns become
-    prompt/completion examples.
+    ``NaiveScientist`` and a ``reader_fraction`` played by ``ReaderScientist``; the Lab Manager seat is
+    ``ScriptedLabManager``.  Every episode's Lab Manager turns become examples; its Scientist turns do
+    when that Scientist is in ``scientist_transcripts``.
 
-    The two recorded Scientists differ in one decision: when the Lab Manager moves a blocked technique
-    to the lab's preferred one, the adaptive Scientist accepts and the reader proposes the method the
-    paper cross-checked with.  The warm start therefore takes either move with some probability, and
-    GRPO has a choice whose reward it can compare within a group.
+    The adaptive and reader Scientists open identically and differ in one decision: when the Lab
+    Manager moves a blocked technique to the lab's preferred one, the adaptive Scientist accepts and the
+    reader proposes the method the paper cross-checked with.  The warm start can therefore take either
+    move, and GRPO has a choice whose reward it can compare within a group.
     """
 
     model_config = _STRICT
@@ -137,6 +137,6 @@ class DefaultModelConfig(BaseModel):
     max_rounds: int = Field(default=6, ge=1)
     scientist_first_turn_repeats: int = Field(default=1, ge=0)
     #: Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another technique.
-    scientist_decision_turn_repeats: int = Field(default=0, ge=0)
+    scientist_decision_turn_repeats: int = Field(default=4, ge=0)
     max_new_tokens: int = Field(default=192, ge=16)
     torch_threads: int = Field(default=2, ge=1)
