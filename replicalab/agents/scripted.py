@@ -10,9 +10,8 @@ from replicalab.models import ScientistAction, ScientistActionType as SA, Scient
 from replicalab.scenario import Scenario
 
 ACCEPT = ScientistAction(action_type=SA.ACCEPT)
-#: The opening rationale of the adaptive and reader Scientists.  They open identically, so a model
-#: trained on both cannot tell from its own first turn which of them it is imitating when the two
-#: part ways (the reader's one decision), and takes either move there with some probability.
+#: The opening rationale of the adaptive and reader Scientists.  They open identically, so their
+#: transcripts agree up to the reader's one departure and the opening does not tell them apart.
 OPENING_RATIONALE = "Start from the published protocol."
 TRIM_FACTOR = 0.75
 MAX_QUESTION_ROUNDS = 1
@@ -31,9 +30,9 @@ class NaiveScientist:
 
 
 class ReaderScientist:
-    """Reads the whole brief: opens like the adaptive Scientist with the paper's protocol; when the Lab Manager suggests moving to
-    another technique, it proposes (once) the paper's protocol run with the orthogonal method the paper
-    cross-checked with instead; otherwise it accepts, like the naive Scientist."""
+    """Reads the whole brief: opens like the adaptive Scientist with the paper's protocol; when the Lab
+    Manager suggests moving to another technique, it proposes (once) the paper's protocol run with the
+    orthogonal method the paper cross-checked with instead; otherwise it accepts, like the naive Scientist."""
 
     def __init__(self) -> None:
         self.switched = False
