@@ -33,9 +33,9 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from replicalab import HELDOUT_SEEDS, TEMPLATES
-    from training.default_model import resolve_default_model
     from replicalab.render import suggestion_in
-    from training.sft_data import record_episode
+    from training.default_model import resolve_default_model
+    from training.sft_data import follows_technique_move, record_episode
 
     path = args.model or str(resolve_default_model())
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -50,14 +50,13 @@ def main() -> None:
             for difficulty in DIFFICULTIES:
                 turns, _, _ = record_episode(seed, template, difficulty, scientist="reader")
                 for turn in turns[1:]:
-                    suggested = suggestion_in(turn["prompt"][-1]["content"])
-                    if not suggested:
+                    if not suggestion_in(turn["prompt"][-1]["content"]):
                         continue
                     ids = tokenizer.apply_chat_template(turn["prompt"], tokenize=True, return_dict=False,
                                                         add_generation_prompt=True)
                     with torch.no_grad():
                         logits = model(torch.tensor([list(ids) + prefix])).logits[0, -1]
-                    probs["technique" in suggested].append(logits.softmax(-1)[revise[0]].item())
+                    probs[follows_technique_move(turn)].append(logits.softmax(-1)[revise[0]].item())
     print(f"model {path}; held-out seeds {HELDOUT_SEEDS.start}..{HELDOUT_SEEDS.start + args.seeds - 1}, "
           f"{', '.join(DIFFICULTIES)} cells, reader Scientist's chats")
     for moved, label in ((True, "after a technique move"), (False, "after other suggestions")):

@@ -34,9 +34,10 @@ MAX_REPORTED_ERRORS = 3
 #: Fields written before the rest in ``format_action`` (and listed first in the prompts).
 WRITTEN_FIRST: dict[type[BaseModel], tuple[str, ...]] = {
     LabManagerAction: ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok", "feasible",
-                       "action_type", "suggested_technique", "suggested_sample_size", "suggested_controls",
-                       "suggested_equipment", "suggested_reagents", "suggested_duration_days"),
+                       "action_type"),
 }
+#: Fields written after the rest (and listed last in the prompts).
+WRITTEN_LAST: dict[type[BaseModel], tuple[str, ...]] = {LabManagerAction: ("explanation",)}
 
 ParseRole = Literal["scientist", "lab_manager"]
 Action = Union[ScientistAction, LabManagerAction]
@@ -201,12 +202,14 @@ def parse_action(text: Any, role: ParseRole) -> ParseResult:
 
 def field_order(model: type[BaseModel]) -> list[str]:
     """The order actions of ``model`` are written in: the model's field order, except that the
-    fields in ``WRITTEN_FIRST`` lead.  The Lab Manager writes each dimension's check, then the
-    verdict they imply (``feasible``), then its decision, then the suggestion fields the decision
-    allows and last the explanation that puts all of it in words: a model writing the JSON left to
-    right has what each field depends on just before it, and one small decision per field."""
+    fields in ``WRITTEN_FIRST`` lead and those in ``WRITTEN_LAST`` close.  The Lab Manager writes
+    each dimension's check, then the verdict they imply (``feasible``), then its decision, then the
+    suggestion fields the decision allows and last the explanation that puts all of it in words: a
+    model writing the JSON left to right has what each field depends on just before it, and one small
+    decision per field."""
     first = [name for name in WRITTEN_FIRST.get(model, ()) if name in model.model_fields]
-    return first + [name for name in model.model_fields if name not in first]
+    last = [name for name in WRITTEN_LAST.get(model, ()) if name in model.model_fields]
+    return first + [name for name in model.model_fields if name not in first + last] + last
 
 
 def format_action(action: Action) -> str:

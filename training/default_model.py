@@ -268,7 +268,7 @@ def model_card(info: dict[str, Any]) -> str:
         "another technique",
         f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
         f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
-        f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_adaptive']:.3f}",
+        f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_recorded']:.3f}",
         "",
         "## Training",
         f"- SFT hyperparameters: {json.dumps(cfg['sft'])}",

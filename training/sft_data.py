@@ -39,7 +39,7 @@ class TranscriptStats:
     examples_lab_manager: int
     seeds: tuple[int, ...]
     #: Mean reward of the episodes whose Scientist transcripts are recorded (``scientist_kinds``).
-    mean_reward_adaptive: float
+    mean_reward_recorded: float
 
 
 class _Recorder:
@@ -135,7 +135,7 @@ def collect_transcripts(
         examples_scientist=sum(map(len, scientist)),
         examples_lab_manager=sum(map(len, lab)),
         seeds=tuple(train_seeds(n_seeds)),
-        mean_reward_adaptive=sum(recorded_rewards) / max(1, len(recorded_rewards)),
+        mean_reward_recorded=sum(recorded_rewards) / max(1, len(recorded_rewards)),
     )
     return scientist, lab, stats
 
