@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -92,9 +93,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_build_default_model(args: argparse.Namespace) -> int:
-    from training.default_model import build_default_model
+    from training.config import load_config
+    from training.model_config import DefaultModelConfig
 
-    out = build_default_model(args.out, progress=True)
+    cfg = _load_config("build-default-model", partial(load_config, DefaultModelConfig), args.config, args.overrides)
+    from training.default_model import build_default_model  # imports torch: only once the config is valid
+
+    out = build_default_model(args.out, cfg, progress=True)
     print(f"default model written to {out}")
     if args.eval_seeds:
         from replicalab import HELDOUT_SEEDS
@@ -201,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
     build.add_argument("--out", required=True)
+    build.add_argument("--config", default=None,
+                       help="a DefaultModelConfig YAML (configs/model/*.yaml); built-in defaults otherwise")
+    build.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. architecture.hidden_size=256")
     build.add_argument("--eval-seeds", type=int, default=10,
                        help="held-out seeds (x 9 cells per seat) to evaluate on afterwards; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
