@@ -20,6 +20,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from training.config import TrainConfig, train_rows
+from training.grad_guard import NonFiniteGradGuard
 from training.metrics import RunLogger, episode_metrics
 from training.records import EpisodeJob, RolloutRecord
 
@@ -206,6 +207,7 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
         train_dataset=build_dataset(cfg, n_rows),
         processing_class=tokenizer,
         rollout_func=rollouts,
-        callbacks=[LoggerCallback(logger, rollouts), HeldoutEvalCallback(backend, cfg, logger)],
+        callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts),
+                   HeldoutEvalCallback(backend, cfg, logger)],
     )
     return trainer
