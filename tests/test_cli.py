@@ -48,6 +48,10 @@ def test_bench_env_prints_rates(capsys):
     (["train", "grpo.max_steps"], "malformed override"),
     (["eval", "--agent", "scripted:genius"], "unknown scripted agent"),
     (["sweep", "configs/sweeps/cpu_grid.yaml", "method=annealing"], "bad config"),
+    (["build-default-model", "--out", "unused", "--config", "configs/model/gpu.yaml", "architecture.bogus=1"],
+     "unknown key 'architecture.bogus'"),
+    (["build-default-model", "--out", "unused", "architecture.hidden_size=100", "architecture.num_attention_heads=3"],
+     "hidden_size must be divisible by num_attention_heads"),
 ])
 def test_bad_configs_exit_with_a_clear_error(args, message):
     r = run_cli(*args)
