@@ -137,6 +137,8 @@ class DefaultModelConfig(BaseModel):
     max_rounds: int = Field(default=6, ge=1)
     scientist_first_turn_repeats: int = Field(default=1, ge=0)
     #: Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another technique.
-    scientist_decision_turn_repeats: int = Field(default=0, ge=0)
+    #: With them the warm start sometimes revises after a suggestion where it would otherwise always accept,
+    #: so GRPO's groups hold both answers to compare (0: it accepts, and every group agrees).
+    scientist_decision_turn_repeats: int = Field(default=4, ge=0)
     max_new_tokens: int = Field(default=192, ge=16)
     torch_threads: int = Field(default=2, ge=1)
