@@ -229,3 +229,18 @@ def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> Non
                                ray_workers=(), repeats=1)
     assert result["bound"]["tokens"] == result["inprocess"]["tokens"] > 0
     assert result["generate_calls"] >= 1 and "inprocess" in format_bench_rollout(result)
+
+
+def test_bench_two_worker_bound_runs_both_halves_at_once(rollout_model_dir: Path) -> None:
+    """``bound x2`` replays the same calls split in two processes: the same tokens as the bound, and
+    ``ray x2``'s overhead is measured against it."""
+    from training.bench_rollout import format_bench_rollout, run_bench_rollout
+
+    result = run_bench_rollout(str(rollout_model_dir), episodes=4, max_new_tokens=8, max_rounds=2,
+                               ray_workers=(2,), repeats=1)
+    tokens = result["bound"]["tokens"]
+    assert result["bound x2"]["tokens"] == result["bound x2 alone"]["tokens"] == tokens > 0
+    ray2, bound2 = result["ray x2"], result["bound x2"]
+    assert ray2["overhead_pct"] == pytest.approx(100.0 * (ray2["seconds"] / bound2["seconds"] - 1.0))
+    table = format_bench_rollout(result)
+    assert "bound x2 alone" in table and "ray x2" in table

@@ -1,6 +1,6 @@
 """Rollout throughput: in-process and Ray backends against plain batched generation.
 
-    python -m training.bench_rollout [--episodes 16] [--max-new-tokens 96] [--model DIR]
+    python -m training.bench_rollout [--episodes 64] [--max-new-tokens 96] [--model DIR]
 
 Every configuration plays the same jobs (Scientist seat = the policy, scripted Lab Manager, greedy
 decoding so every run generates the same tokens) with one torch thread per process:
@@ -9,9 +9,11 @@ decoding so every run generates the same tokens) with one torch thread per proce
 * ``ray x1`` / ``ray x2`` -- ``RayBackend`` with 1 and 2 workers (actor start-up not timed);
 * ``bound`` -- the upper bound: the generation calls the in-process rollout made, recorded and
   replayed with the same prompts and batch sizes through ``PolicyModel`` alone (no env, parsing or
-  Ray).  ``bound x2`` replays every batch split into two halves, timing the halves separately and
-  taking the slower one: what two perfectly parallel 1-thread generators would need for the smaller
-  per-worker batches of ``ray x2``.
+  Ray).  ``bound x2`` replays every batch split into two halves, one half in each of two 1-thread
+  processes at the same time, and takes the slower: plain generation of the same tokens on the
+  machine ``ray x2`` runs on, sharing its cores, caches and memory bandwidth.  ``bound x2 alone``
+  times the two halves one after the other instead (no contention: what two independent machines
+  would need), for reference.
 
 Overheads are ``time / bound_time - 1`` (``ray x2`` against ``bound x2``).  "others CPU" is the
 share of the machine's CPU that processes other than the bench's used during a timed run: figures
@@ -36,7 +38,9 @@ from training.model_config import SamplingConfig  # noqa: E402
 from training.records import EpisodeJob, RolloutRecord  # noqa: E402
 from training.rollout_backends import RAY_ENV, InProcessBackend, RayBackend  # noqa: E402
 
-DEFAULT_EPISODES = 16
+#: 64 keeps the two-worker bound near 2.5 s on 2 cores, so a few hundred ms of Ray scheduling stays a small
+#: share of it (at 16 the overhead and scaling figures move by several points between runs).
+DEFAULT_EPISODES = 64
 DEFAULT_MAX_NEW_TOKENS = 96
 DEFAULT_MAX_ROUNDS = 6
 #: Jobs played once per backend before timing (first-call costs: allocator, kernels, tokenizer).
@@ -196,7 +200,7 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
         bound_others = _others_pct(before, _jiffies([os.getpid()]))
         bound2_s = max(s for s, _ in halves)
         result["bound"] = _row(bound_s, episodes, bound_tokens, others_pct=bound_others)
-        result["bound x2"] = _row(bound2_s, episodes, sum(t for _, t in halves), others_pct=bound_others)
+        result["bound x2 alone"] = _row(bound2_s, episodes, sum(t for _, t in halves), others_pct=bound_others)
         result["inprocess"] = _row(seconds, episodes, tokens, bound_s, others)
         result["inprocess"]["generate_share_pct"] = 100.0 * bound_s / seconds
         result["generate_calls"] = len(rec.calls)
@@ -204,15 +208,45 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
     finally:
         inproc.close()
         torch.set_num_threads(threads_before)
-    result.update(_bench_ray(str(model_dir), jobs, common, ray_workers, bound_s, bound2_s, repeats))
+    result.update(_bench_ray(str(model_dir), jobs, common, ray_workers, bound_s, rec.calls, repeats))
     if "ray x1" in result and "ray x2" in result:
         result["speedup_x2_over_x1"] = result["ray x1"]["seconds"] / result["ray x2"]["seconds"]
-        result["bound_speedup_x2"] = bound_s / bound2_s
+        result["bound_speedup_x2"] = bound_s / result["bound x2"]["seconds"]
     return result
 
 
+class _HalfReplayer:
+    """A 1-thread process holding its own ``PolicyModel``: replays one half of every recorded batch."""
+
+    def __init__(self, model_dir: str, sampling: SamplingConfig) -> None:
+        import torch
+
+        from training.policy import PolicyModel
+
+        torch.set_num_threads(1)
+        self.policy = PolicyModel(model_dir, sampling=sampling, device="cpu")
+
+    def replay(self, calls: Sequence[tuple[str, tuple, dict]], part: int, repeats: int) -> tuple[float, int]:
+        return _replay(self.policy, calls, part, repeats)
+
+
+def _parallel_bound(model_dir: str, sampling: SamplingConfig, calls: Sequence[tuple[str, tuple, dict]],
+                    repeats: int) -> tuple[float, int]:
+    """Seconds (the slower half) and tokens of replaying both halves of ``calls`` at once, in two processes."""
+    import ray
+
+    replayers = [ray.remote(num_cpus=1)(_HalfReplayer).remote(model_dir, sampling) for _ in range(2)]
+    try:
+        ray.get([r.replay.remote(calls[:1], part, 1) for part, r in enumerate(replayers)])  # warm-up
+        runs = ray.get([r.replay.remote(calls, part, repeats) for part, r in enumerate(replayers)])
+    finally:
+        for r in replayers:
+            ray.kill(r, no_restart=True)
+    return max(s for s, _ in runs), sum(t for _, t in runs)
+
+
 def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_workers: Sequence[int],
-               bound_s: float, bound2_s: float, repeats: int) -> dict[str, Any]:
+               bound_s: float, calls: Sequence[tuple[str, tuple, dict]], repeats: int) -> dict[str, Any]:
     import ray
 
     rows: dict[str, Any] = {}
@@ -222,6 +256,10 @@ def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_wor
             os.environ.setdefault(key, value)
         ray.init(num_cpus=max(ray_workers, default=1), include_dashboard=False, logging_level="WARNING")
     try:
+        bound2_s = None
+        if 2 in ray_workers:
+            bound2_s, bound2_tokens = _parallel_bound(model_dir, common["sampling"], calls, repeats)
+            rows["bound x2"] = _row(bound2_s, len(jobs), bound2_tokens)
         for n in ray_workers:
             backend = RayBackend(model_dir, num_workers=n, torch_threads_per_worker=1, **common)
             try:
@@ -244,14 +282,14 @@ def format_bench_rollout(result: dict[str, Any]) -> str:
              f"max_new_tokens {result['max_new_tokens']}, "
              f"{result.get('generate_calls', '?')} generate calls (mean batch {result.get('mean_batch', 0):.1f}), "
              f"{result['cpus']} CPUs, load {result['load_avg']:.2f}",
-             f"{'config':<11}{'seconds':>9}{'episodes/s':>12}{'tokens/s':>10}{'overhead':>10}{'others CPU':>12}"]
-    for name in ("bound", "inprocess", "ray x1", "bound x2", "ray x2"):
+             f"{'config':<15}{'seconds':>9}{'episodes/s':>12}{'tokens/s':>10}{'overhead':>10}{'others CPU':>12}"]
+    for name in ("bound", "inprocess", "ray x1", "bound x2 alone", "bound x2", "ray x2"):
         row = result.get(name)
         if row is None:
             continue
         over = f"{row['overhead_pct']:+.1f}%" if "overhead_pct" in row else "-"
         others = f"{row['others_cpu_pct']:.0f}%" if row.get("others_cpu_pct") is not None else "-"
-        lines.append(f"{name:<11}{row['seconds']:>9.2f}{row['episodes_per_s']:>12.2f}"
+        lines.append(f"{name:<15}{row['seconds']:>9.2f}{row['episodes_per_s']:>12.2f}"
                      f"{row['tokens_per_s']:>10.0f}{over:>10}{others:>12}")
     noisy = [row.get("others_cpu_pct") or 0.0 for row in result.values() if isinstance(row, dict)]
     if noisy and max(noisy) > NOISY_NEIGHBOUR_PCT:
