@@ -219,3 +219,51 @@ def test_scientist_transcripts_come_only_from_the_chosen_scientists() -> None:
     assert len(both) == stats.episodes - stats.naive_episodes
     with pytest.raises(ValueError, match="scientist_kinds"):
         collect_transcripts(1, scientist_kinds=("oracle",))
+
+
+def test_recovery_transcripts_propose_again_after_a_failed_opening() -> None:
+    """With ``recovery_fraction=1`` every recorded Scientist episode opens with a reply that does not
+    parse (an invalid turn in the log); the chat keeps it as context only, and the first recorded turn
+    proposes the protocol again."""
+    import random
+
+    from replicalab.models import InvalidAction
+    from replicalab.parsing import parse_action
+    from training.sft_data import conversation_example, corrupt_reply, failed_opening, turn_example
+
+    rng = random.Random(0)
+    broken = corrupt_reply('{"action_type":"accept"}', "scientist", rng)
+    assert isinstance(broken, InvalidAction) and isinstance(parse_action(broken.raw_text, "scientist"), InvalidAction)
+
+    sci, lab, stats = collect_transcripts(1, reader_fraction=0.5, recovery_fraction=1.0)
+    assert stats.recovery_episodes == len(sci) == 9
+    for t in sci:
+        n = failed_opening(t)
+        failed = [m for m in t[0]["prompt"] if m["role"] == "assistant"]
+        assert n == len(t[0]["prompt"]) and len(failed) == 1
+        assert isinstance(parse_action(failed[0]["content"], "scientist"), InvalidAction)
+        assert json.loads(t[0]["completion"][0]["content"])["action_type"] == "propose_protocol"
+        for example in (conversation_example(t), turn_example(t, 0)):
+            assert failed[0] in example["prompt"] and failed[0] not in example["completion"]
+            replies = [m["content"] for m in example["completion"] if m["role"] == "assistant"]
+            assert replies and not any(isinstance(parse_action(r, "scientist"), InvalidAction) for r in replies)
+    # the Scientist kinds drawn do not depend on the recovery draws; nothing changes at 0
+    plain, _, plain_stats = collect_transcripts(1, reader_fraction=0.5)
+    assert (plain_stats.reader_episodes, plain_stats.recovery_episodes) == (stats.reader_episodes, 0)
+    assert all(failed_opening(t) == 0 and "messages" in conversation_example(t) for t in plain)
+    with pytest.raises(ValueError, match="recovery_fraction"):
+        collect_transcripts(1, recovery_fraction=1.5)
+
+
+def test_failed_openings_carry_no_loss_in_the_language_model_phase() -> None:
+    """Scientist chats get the all-token loss in the first phase, except recovery chats: those keep their
+    assistant mask, so the broken reply is never learnt."""
+    from training.default_model import lm_phase_rows, training_examples
+
+    normal, lab, _ = collect_transcripts(1)
+    recovering, _, _ = collect_transcripts(1, recovery_fraction=1.0)
+    labelled = training_examples(normal + recovering, lab)
+    rows = [{"input_ids": [1, 2, 3], "completion_mask": [0, 0, 1]} for _ in labelled]
+    out = lm_phase_rows(labelled, rows, ("scientist",))
+    masks = {(role, "prompt" in ex): row["completion_mask"] for (role, ex), row in zip(labelled, out)}
+    assert masks == {("scientist", False): [1, 1, 1], ("scientist", True): [0, 0, 1], ("lab_manager", False): [0, 0, 1]}

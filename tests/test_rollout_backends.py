@@ -231,16 +231,19 @@ def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> Non
     assert result["generate_calls"] >= 1 and "inprocess" in format_bench_rollout(result)
 
 
-def test_bench_two_worker_bound_runs_both_halves_at_once(rollout_model_dir: Path) -> None:
-    """``bound x2`` replays the same calls split in two processes: the same tokens as the bound, and
-    ``ray x2``'s overhead is measured against it."""
-    from training.bench_rollout import format_bench_rollout, run_bench_rollout
+def test_bench_two_worker_bound_replays_both_halves_at_once(rollout_ray: None, rollout_model_dir: Path) -> None:
+    """``bound x2`` replays the recorded calls split in two processes: the same tokens as the bound."""
+    from training.bench_rollout import _parallel_bound, _Recorder, _replay, bench_jobs
+    from training.model_config import SamplingConfig
 
-    result = run_bench_rollout(str(rollout_model_dir), episodes=4, max_new_tokens=8, max_rounds=2,
-                               ray_workers=(2,), repeats=1)
-    tokens = result["bound"]["tokens"]
-    assert result["bound x2"]["tokens"] == result["bound x2 alone"]["tokens"] == tokens > 0
-    ray2, bound2 = result["ray x2"], result["bound x2"]
-    assert ray2["overhead_pct"] == pytest.approx(100.0 * (ray2["seconds"] / bound2["seconds"] - 1.0))
-    table = format_bench_rollout(result)
-    assert "bound x2 alone" in table and "ray x2" in table
+    sampling = SamplingConfig(do_sample=False, max_new_tokens=8)
+    backend = InProcessBackend(str(rollout_model_dir), scientist="policy", lab_manager="scripted",
+                               sampling=sampling, max_rounds=2, torch_threads=1)
+    try:
+        with _Recorder(backend.policy) as rec:
+            backend.collect(bench_jobs(4))
+        _, tokens = _replay(backend.policy, rec.calls)
+    finally:
+        backend.close()
+    seconds, parallel_tokens = _parallel_bound(str(rollout_model_dir), sampling, rec.calls, repeats=1)
+    assert parallel_tokens == tokens > 0 and seconds > 0

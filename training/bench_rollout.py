@@ -56,6 +56,8 @@ TARGET_OVERHEAD_PCT = 15.0
 #: Above this share of CPU used by other processes during a timed run, the printout warns.
 NOISY_NEIGHBOUR_PCT = 10.0
 TARGET_SPEEDUP = 1.6
+#: Seconds the two-process bound may take before the bench gives up with an error.
+REPLAY_TIMEOUT_S = 600.0
 
 
 def bench_jobs(episodes: int, seed_offset: int = 0) -> list[EpisodeJob]:
@@ -235,10 +237,14 @@ def _parallel_bound(model_dir: str, sampling: SamplingConfig, calls: Sequence[tu
     """Seconds (the slower half) and tokens of replaying both halves of ``calls`` at once, in two processes."""
     import ray
 
-    replayers = [ray.remote(num_cpus=1)(_HalfReplayer).remote(model_dir, sampling) for _ in range(2)]
+    # num_cpus=0: they run alone (before any rollout worker exists), and must not wait for CPUs that
+    # actors of an already running Ray session hold
+    replayers = [ray.remote(num_cpus=0)(_HalfReplayer).remote(model_dir, sampling) for _ in range(2)]
     try:
-        ray.get([r.replay.remote(calls[:1], part, 1) for part, r in enumerate(replayers)])  # warm-up
-        runs = ray.get([r.replay.remote(calls, part, repeats) for part, r in enumerate(replayers)])
+        ray.get([r.replay.remote(calls[:1], part, 1) for part, r in enumerate(replayers)],
+                timeout=REPLAY_TIMEOUT_S)  # warm-up, and the model load
+        runs = ray.get([r.replay.remote(calls, part, repeats) for part, r in enumerate(replayers)],
+                       timeout=REPLAY_TIMEOUT_S)
     finally:
         for r in replayers:
             ray.kill(r, no_restart=True)
