@@ -233,7 +233,7 @@ def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> Non
 
 def test_bench_two_worker_bound_replays_both_halves_at_once(rollout_ray: None, rollout_model_dir: Path) -> None:
     """``bound x2`` replays the recorded calls split in two processes: the same tokens as the bound."""
-    from training.bench_rollout import _parallel_bound, _Recorder, _replay, bench_jobs
+    from training.bench_rollout import ParallelBound, _Recorder, _replay, bench_jobs
     from training.model_config import SamplingConfig
 
     sampling = SamplingConfig(do_sample=False, max_new_tokens=8)
@@ -245,5 +245,10 @@ def test_bench_two_worker_bound_replays_both_halves_at_once(rollout_ray: None, r
         _, tokens = _replay(backend.policy, rec.calls)
     finally:
         backend.close()
-    seconds, parallel_tokens = _parallel_bound(str(rollout_model_dir), sampling, rec.calls, repeats=1)
+    bound = ParallelBound(str(rollout_model_dir), sampling, rec.calls)
+    try:
+        seconds, parallel_tokens = bound.once()
+        assert len(set(bound.pids)) == 2 and os.getpid() not in bound.pids
+    finally:
+        bound.close()
     assert parallel_tokens == tokens > 0 and seconds > 0

@@ -11,7 +11,8 @@ decoding so every run generates the same tokens) with one torch thread per proce
   replayed with the same prompts and batch sizes through ``PolicyModel`` alone (no env, parsing or
   Ray).  ``bound x2`` replays every batch split into two halves, one half in each of two 1-thread
   processes at the same time, and takes the slower: plain generation of the same tokens on the
-  machine ``ray x2`` runs on, sharing its cores, caches and memory bandwidth.  ``bound x2 alone``
+  machine ``ray x2`` runs on, sharing its cores, caches and memory bandwidth; its runs alternate with
+  those of ``ray x2``, so both are timed in the same stretch of the machine's life.  ``bound x2 alone``
   times the two halves one after the other instead (no contention: what two independent machines
   would need), for reference.
 
@@ -146,18 +147,21 @@ def _jiffies(pids: Sequence[int]) -> Optional[tuple[int, int, int]]:
     return sum(vals) - vals[3] - vals[4], sum(vals), ours
 
 
-def _timed_collect(backend: Any, jobs: Sequence[EpisodeJob], repeats: int,
-                   pids: Sequence[int]) -> tuple[float, Optional[float], list[RolloutRecord]]:
+def _timed_collect(backend: Any, jobs: Sequence[EpisodeJob], repeats: int, pids: Sequence[int],
+                   paired: Optional[ParallelBound] = None) -> tuple[float, Optional[float], list[RolloutRecord], list]:
     """Best-of-``repeats`` seconds of ``backend.collect(jobs)`` after a warm-up, the share of the
-    machine's CPU that other processes used meanwhile (percent; a noisy-neighbour flag), and the records."""
+    machine's CPU that other processes used meanwhile (percent; a noisy-neighbour flag), the records, and
+    the runs of ``paired.once()`` timed just before each collect (so the two see the same machine)."""
     backend.collect(bench_jobs(WARMUP_EPISODES, WARMUP_SEED_OFFSET))
-    best, records = float("inf"), []
+    best, records, paired_runs = float("inf"), [], []
     before = _jiffies(pids)
     for _ in range(repeats):
+        if paired is not None:
+            paired_runs.append(paired.once())
         started = time.perf_counter()
         records = backend.collect(jobs)
         best = min(best, time.perf_counter() - started)
-    return best, _others_pct(before, _jiffies(pids)), records
+    return best, _others_pct(before, _jiffies(pids)), records, paired_runs
 
 
 def _others_pct(before: Optional[tuple[int, int, int]], after: Optional[tuple[int, int, int]]) -> Optional[float]:
@@ -192,7 +196,7 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
                                   sample=sample, repeats=repeats, cpus=os.cpu_count(), load_avg=os.getloadavg()[0])
     inproc = InProcessBackend(str(model_dir), **common, torch_threads=1)
     try:
-        seconds, others, _ = _timed_collect(inproc, jobs, repeats, [os.getpid()])
+        seconds, others, _, _ = _timed_collect(inproc, jobs, repeats, [os.getpid()])
         with _Recorder(inproc.policy) as rec:
             records = inproc.collect(jobs)
         tokens = model_tokens(records)
@@ -231,24 +235,41 @@ class _HalfReplayer:
     def replay(self, calls: Sequence[tuple[str, tuple, dict]], part: int, repeats: int) -> tuple[float, int]:
         return _replay(self.policy, calls, part, repeats)
 
+    def pid(self) -> int:
+        return os.getpid()
 
-def _parallel_bound(model_dir: str, sampling: SamplingConfig, calls: Sequence[tuple[str, tuple, dict]],
-                    repeats: int) -> tuple[float, int]:
-    """Seconds (the slower half) and tokens of replaying both halves of ``calls`` at once, in two processes."""
-    import ray
 
-    # num_cpus=0: they run alone (before any rollout worker exists), and must not wait for CPUs that
-    # actors of an already running Ray session hold
-    replayers = [ray.remote(num_cpus=0)(_HalfReplayer).remote(model_dir, sampling) for _ in range(2)]
-    try:
-        ray.get([r.replay.remote(calls[:1], part, 1) for part, r in enumerate(replayers)],
-                timeout=REPLAY_TIMEOUT_S)  # warm-up, and the model load
-        runs = ray.get([r.replay.remote(calls, part, repeats) for part, r in enumerate(replayers)],
+class ParallelBound:
+    """Plain generation on two processes: two ``_HalfReplayer`` actors replay both halves of every recorded
+    batch at the same time.  ``once()`` returns the slower half's seconds and the tokens of both.
+
+    The actors reserve no CPUs (``num_cpus=0``): they are timed while nothing else runs, and must not wait
+    for CPUs that the actors of an already running Ray session hold.
+    """
+
+    def __init__(self, model_dir: str, sampling: SamplingConfig, calls: Sequence[tuple[str, tuple, dict]]) -> None:
+        import ray
+
+        self.calls = calls
+        self.replayers = [ray.remote(num_cpus=0)(_HalfReplayer).remote(model_dir, sampling) for _ in range(2)]
+        self.pids = ray.get([r.pid.remote() for r in self.replayers], timeout=REPLAY_TIMEOUT_S)
+        self._run(self.calls[:1])  # warm-up
+
+    def _run(self, calls: Sequence[tuple[str, tuple, dict]]) -> tuple[float, int]:
+        import ray
+
+        runs = ray.get([r.replay.remote(calls, part, 1) for part, r in enumerate(self.replayers)],
                        timeout=REPLAY_TIMEOUT_S)
-    finally:
-        for r in replayers:
+        return max(s for s, _ in runs), sum(t for _, t in runs)
+
+    def once(self) -> tuple[float, int]:
+        return self._run(self.calls)
+
+    def close(self) -> None:
+        import ray
+
+        for r in self.replayers:
             ray.kill(r, no_restart=True)
-    return max(s for s, _ in runs), sum(t for _, t in runs)
 
 
 def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_workers: Sequence[int],
@@ -262,19 +283,25 @@ def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_wor
             os.environ.setdefault(key, value)
         ray.init(num_cpus=max(ray_workers, default=1), include_dashboard=False, logging_level="WARNING")
     try:
-        bound2_s = None
-        if 2 in ray_workers:
-            bound2_s, bound2_tokens = _parallel_bound(model_dir, common["sampling"], calls, repeats)
-            rows["bound x2"] = _row(bound2_s, len(jobs), bound2_tokens)
         for n in ray_workers:
-            backend = RayBackend(model_dir, num_workers=n, torch_threads_per_worker=1, **common)
+            # ray x2 and its bound alternate, one run of each per repeat, so both see the same machine
+            paired = ParallelBound(model_dir, common["sampling"], calls) if n == 2 else None
+            backend = None
             try:
-                pids = [os.getpid()] + [info["pid"] for info in ray.get([w.ready.remote() for w in backend.workers])]
-                seconds, others, records = _timed_collect(backend, jobs, repeats, pids)
+                backend = RayBackend(model_dir, num_workers=n, torch_threads_per_worker=1, **common)
+                pids = [os.getpid(), *(paired.pids if paired else [])]
+                pids += [info["pid"] for info in ray.get([w.ready.remote() for w in backend.workers])]
+                seconds, others, records, paired_runs = _timed_collect(backend, jobs, repeats, pids, paired)
             finally:
-                backend.close()
-            bound = {1: bound_s, 2: bound2_s}.get(n)
-            rows[f"ray x{n}"] = _row(seconds, len(jobs), model_tokens(records), bound, others)
+                if backend is not None:
+                    backend.close()
+                if paired is not None:
+                    paired.close()
+            bound = bound_s
+            if paired_runs:
+                bound = min(s for s, _ in paired_runs)
+                rows["bound x2"] = _row(bound, len(jobs), paired_runs[0][1])
+            rows[f"ray x{n}"] = _row(seconds, len(jobs), model_tokens(records), bound if n <= 2 else None, others)
     finally:
         if started_ray:
             ray.shutdown()
