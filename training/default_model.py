@@ -91,8 +91,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
                                           reader_fraction=cfg.reader_fraction,
                                           scientist_kinds=cfg.scientist_transcripts,
-                                          max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed,
-                                          recovery_fraction=cfg.scientist_recovery_fraction)
+                                          max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
     labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats, cfg.scientist_decision_turn_repeats)
     examples = [ex for _, ex in labelled]
     _say(progress, f"[default-model] {stats.examples_scientist} scientist + {stats.examples_lab_manager} "
@@ -119,7 +118,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         losses.append(f"loss on all tokens of the {' and '.join(roles) or 'no'} chats, "
                       "on the assistant turns of the others")
         _say(progress, f"[default-model] SFT phase 1: {cfg.sft.lm_steps} steps, {losses[0]}")
-        lm_rows = lm_phase_rows(labelled, rows, roles)
+        lm_rows = [lm_phase_row(row, role in roles) for (role, _), row in zip(labelled, rows)]
         phases.append(run_sft(model, tokenizer, lm_rows, cfg.sft, max_length=max_len,
                               max_steps=cfg.sft.lm_steps, completion_only=True, progress=progress))
     losses.append("loss on the assistant turns")
@@ -186,13 +185,6 @@ def lm_phase_row(row: dict[str, list[int]], all_tokens: bool) -> dict[str, list[
     if not all_tokens:
         return row
     return {"input_ids": row["input_ids"], "completion_mask": [1] * len(row["input_ids"])}
-
-
-def lm_phase_rows(labelled: list[tuple[str, dict]], rows: list[dict[str, list[int]]],
-                  roles: tuple[str, ...]) -> list[dict[str, list[int]]]:
-    """The language-model phase's rows: all tokens for the chats of ``roles``, except chats that keep a
-    failed reply as context (prompt/completion examples), whose text must not be learnt either."""
-    return [lm_phase_row(row, role in roles and "prompt" not in ex) for (role, ex), row in zip(labelled, rows)]
 
 
 def _say(progress: bool, text: str) -> None:

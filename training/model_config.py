@@ -140,8 +140,5 @@ class DefaultModelConfig(BaseModel):
     #: With them the warm start sometimes revises after a suggestion where it would otherwise always accept,
     #: so GRPO's groups hold both answers to compare (0: it accepts, and every group agrees).
     scientist_decision_turn_repeats: int = Field(default=4, ge=0)
-    #: Share of the recorded Scientist episodes whose opening reply is replaced by one that does not parse
-    #: (context, not a target), so the seat learns to propose again after a failed turn.
-    scientist_recovery_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     max_new_tokens: int = Field(default=192, ge=16)
     torch_threads: int = Field(default=2, ge=1)

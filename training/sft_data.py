@@ -19,7 +19,7 @@ from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, gene
 from replicalab.agents import SCRIPTED_SCIENTISTS
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
-from replicalab.parsing import format_action, parse_action
+from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
 from replicalab.render import suggestion_in
 
@@ -40,43 +40,15 @@ class TranscriptStats:
     seeds: tuple[int, ...]
     #: Mean reward of the episodes whose Scientist transcripts are recorded (``scientist_kinds``).
     mean_reward_recorded: float
-    #: Recorded Scientist episodes whose opening reply was replaced by one that does not parse.
-    recovery_episodes: int = 0
-
-
-#: A corrupted reply loses a span of this many characters, starting at a random position.
-CORRUPT_SPAN = (1, 12)
-#: Corruptions tried before giving up on one that fails to parse.
-CORRUPT_TRIES = 20
-
-
-def corrupt_reply(text: str, role: str, rng: random.Random) -> InvalidAction | None:
-    """``text`` with a random span deleted, as the parse failure it becomes (the env's invalid turn);
-    None if every try still parsed."""
-    for _ in range(CORRUPT_TRIES):
-        start = rng.randrange(1, len(text) - 1)
-        cut = text[:start] + text[start + rng.randint(*CORRUPT_SPAN):]
-        result = parse_action(cut, role)
-        if isinstance(result, InvalidAction):
-            return result.model_copy(update={"raw_text": cut})
-    return None
 
 
 class _Recorder:
-    """Wrap an agent; keep its role's append-only chat and record one example per turn.
+    """Wrap an agent; keep its role's append-only chat and record one example per turn."""
 
-    With ``fail_first`` (an RNG), the opening reply is replaced by a corrupted one that does not parse:
-    the env records an invalid turn, the chat keeps the broken text as the seat's reply, and no example
-    is recorded for it, so the next turn teaches what to do after a failed reply.  (The scripted
-    Scientists open the same way whenever no protocol is on the table, and keep no state from it.)
-    """
-
-    def __init__(self, agent: Callable[[Any], Any], role: str = "scientist",
-                 fail_first: random.Random | None = None) -> None:
-        self.agent, self.role, self.fail_first = agent, role, fail_first
+    def __init__(self, agent: Callable[[Any], Any]) -> None:
+        self.agent = agent
         self.chat = RoleChat()
         self.examples: Transcript = []
-        self.failed_first = False
 
     def __call__(self, observation: Any) -> Any:
         prompt = self.chat.next_prompt(observation)
@@ -84,12 +56,6 @@ class _Recorder:
         if isinstance(action, InvalidAction):  # scripted agents never do this; keep the chat honest anyway
             raise RuntimeError(f"scripted agent produced an invalid action: {action.error}")
         text = format_action(action)
-        if self.fail_first is not None and not self.examples and not self.failed_first:
-            invalid = corrupt_reply(text, self.role, self.fail_first)
-            if invalid is not None:
-                self.failed_first = True
-                self.chat.add_reply(invalid.raw_text)
-                return invalid
         self.examples.append({"prompt": prompt, "completion": [{"role": "assistant", "content": text}]})
         self.chat.add_reply(text)
         return action
@@ -116,15 +82,13 @@ SCIENTISTS = ("adaptive", "naive", "reader")
 
 
 def record_episode(seed: int, template: str, difficulty: str, *, scientist: str = "adaptive",
-                   max_rounds: int = 6, fail_first: random.Random | None = None,
-                   ) -> tuple[Transcript, Transcript, EpisodeLog]:
+                   max_rounds: int = 6) -> tuple[Transcript, Transcript, EpisodeLog]:
     """Play one scripted episode (the named scripted Scientist, one of ``SCIENTISTS``, vs
-    ``ScriptedLabManager``); return both seats' transcripts and the log.  ``fail_first``: the
-    Scientist's opening reply does not parse (see ``_Recorder``)."""
+    ``ScriptedLabManager``); return both seats' transcripts and the log."""
     if scientist not in SCIENTISTS:
         raise ValueError(f"unknown transcript scientist {scientist!r}; choose one of {', '.join(SCIENTISTS)}")
-    recorded = _Recorder(SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty), fail_first=fail_first)
-    lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)), role="lab_manager")
+    recorded = _Recorder(SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty))
+    lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)))
     log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), recorded, lab_manager,
                       seed=seed, template=template, difficulty=difficulty)
     return recorded.examples, lab_manager.examples, log
@@ -133,7 +97,6 @@ def record_episode(seed: int, template: str, difficulty: str, *, scientist: str 
 def collect_transcripts(
     n_seeds: int, *, naive_fraction: float = 0.0, reader_fraction: float = 0.0, max_rounds: int = 6,
     shuffle_seed: int = 0, scientist_kinds: tuple[str, ...] = ("adaptive", "reader"),
-    recovery_fraction: float = 0.0,
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
@@ -142,20 +105,14 @@ def collect_transcripts(
     ``naive_fraction``, else ``ReaderScientist`` with probability ``reader_fraction``, else
     ``AdaptiveScientist``.  Every episode gives a Lab Manager transcript; only the episodes of the
     Scientists in ``scientist_kinds`` give a Scientist transcript (the others add varied states for the
-    Lab Manager seat without teaching the Scientist seat their policy).  A ``recovery_fraction`` of the
-    recorded Scientist episodes open with a reply that does not parse (drawn with a second RNG, so the
-    other draws do not depend on it).
+    Lab Manager seat without teaching the Scientist seat their policy).
     """
     unknown = [k for k in scientist_kinds if k not in SCIENTISTS]
     if unknown or not scientist_kinds:
         raise ValueError(f"scientist_kinds must name some of {', '.join(SCIENTISTS)}; got {list(scientist_kinds)}")
     if naive_fraction + reader_fraction > 1.0:
         raise ValueError(f"naive_fraction + reader_fraction must be at most 1, got {naive_fraction + reader_fraction}")
-    if not 0.0 <= recovery_fraction <= 1.0:
-        raise ValueError(f"recovery_fraction must be in [0, 1], got {recovery_fraction}")
     rng = random.Random(shuffle_seed)
-    recovery_rng = random.Random(f"recovery-{shuffle_seed}")
-    recoveries = 0
     scientist: list[Transcript] = []
     lab: list[Transcript] = []
     counts = {name: 0 for name in SCIENTISTS}
@@ -163,10 +120,7 @@ def collect_transcripts(
     for seed, template, difficulty in episode_grid(n_seeds):
         draw = rng.random()
         kind = "naive" if draw < naive_fraction else "reader" if draw < naive_fraction + reader_fraction else "adaptive"
-        fail = kind in scientist_kinds and recovery_fraction > 0 and recovery_rng.random() < recovery_fraction
-        sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds,
-                                         fail_first=recovery_rng if fail else None)
-        recoveries += fail
+        sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
         counts[kind] += 1
         if kind in scientist_kinds:
             scientist.append(sci)
@@ -182,7 +136,6 @@ def collect_transcripts(
         examples_lab_manager=sum(map(len, lab)),
         seeds=tuple(train_seeds(n_seeds)),
         mean_reward_recorded=sum(recorded_rewards) / max(1, len(recorded_rewards)),
-        recovery_episodes=recoveries,
     )
     return scientist, lab, stats
 
@@ -193,22 +146,12 @@ def collect_examples(n_seeds: int, **kwargs: Any) -> tuple[list[Example], list[E
     return [e for t in sci for e in t], [e for t in lab for e in t], stats
 
 
-def failed_opening(transcript: Transcript) -> int:
-    """How many leading chat messages end with an opening reply that failed to parse (recorded with
-    ``fail_first``; the first example's prompt then holds it), else 0."""
-    first = transcript[0]["prompt"]
-    return len(first) if any(m["role"] == "assistant" for m in first) else 0
-
-
-def turn_example(transcript: Transcript, k: int) -> Example:
+def turn_example(transcript: Transcript, k: int) -> dict[str, list[dict[str, str]]]:
     """Turn ``k`` as a conversation ``{"messages": [system, user, assistant, ...]}``: the chat up to
     it and the seat's reply (``k = 0`` the opening move alone, ``k = -1`` the seat's whole episode,
-    every assistant message one of its turns).  A failed opening reply stays context: the example is
-    then ``{"prompt": [.. up to the failure's follow-up], "completion": [the rest]}``."""
+    every assistant message one of its turns)."""
     turn = transcript[k]
-    messages = [*turn["prompt"], *turn["completion"]]
-    failed = failed_opening(transcript)
-    return {"prompt": messages[:failed], "completion": messages[failed:]} if failed else {"messages": messages}
+    return {"messages": [*turn["prompt"], *turn["completion"]]}
 
 
 def conversation_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
