@@ -297,11 +297,11 @@ def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_wor
                     backend.close()
                 if paired is not None:
                     paired.close()
-            bound = bound_s
+            bound = bound_s if n == 1 else None
             if paired_runs:
                 bound = min(s for s, _ in paired_runs)
                 rows["bound x2"] = _row(bound, len(jobs), paired_runs[0][1])
-            rows[f"ray x{n}"] = _row(seconds, len(jobs), model_tokens(records), bound if n <= 2 else None, others)
+            rows[f"ray x{n}"] = _row(seconds, len(jobs), model_tokens(records), bound, others)
     finally:
         if started_ray:
             ray.shutdown()

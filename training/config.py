@@ -25,6 +25,8 @@ _STRICT = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 #: File name of the resolved config inside a run directory.
 RESOLVED_CONFIG_NAME = "config.yaml"
+#: Where a run keeps its checkpoints (``checkpoint-N``), under the run directory.
+CHECKPOINTS_DIRNAME = "checkpoints"
 #: ``model`` value meaning the embedded default model.
 DEFAULT_MODEL = "default"
 ROLES: tuple[str, ...] = ("scientist", "lab_manager")
@@ -258,6 +260,10 @@ class TrainConfig(BaseModel):
         return Path(self.output_dir) / self.run_name
 
     @property
+    def checkpoints_dir(self) -> Path:
+        return self.run_dir / CHECKPOINTS_DIRNAME
+
+    @property
     def num_train_rows(self) -> int:
         """Dataset rows (GRPO groups) the whole run consumes: ``max_steps * groups_per_step``."""
         return self.grpo.max_steps * self.grpo.groups_per_step
@@ -265,6 +271,12 @@ class TrainConfig(BaseModel):
     def resolve_bf16(self, device: str) -> bool:
         """bf16 for the resolved device ("cpu" or "cuda"): the explicit value, else on for cuda."""
         return self.bf16 if self.bf16 is not None else device == "cuda"
+
+
+def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
+    """The ``checkpoint-N`` with the highest N under ``checkpoints_dir``, or None."""
+    ckpts = sorted(Path(checkpoints_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return ckpts[-1] if ckpts else None
 
 
 def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:

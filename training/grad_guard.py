@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import torch
 from transformers import TrainerCallback
 
-from training.train import latest_checkpoint
+from training.config import latest_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -64,5 +64,5 @@ class NonFiniteGradGuard(TrainerCallback):
             raise RuntimeError(
                 f"{self.consecutive} consecutive optimizer steps had non-finite gradients (step "
                 f"{state.global_step}); stopping. The weights are unchanged since the last finite step; the newest "
-                f"checkpoint is {latest_checkpoint(Path(args.output_dir).parent) or 'none yet'}. Lower "
+                f"checkpoint is {latest_checkpoint(Path(args.output_dir)) or 'none yet'}. Lower "
                 "grpo.learning_rate or set bf16=false, then --resume.")

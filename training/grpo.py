@@ -19,7 +19,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from training.config import TrainConfig, train_rows
+from training.config import CHECKPOINTS_DIRNAME, TrainConfig, train_rows
 from training.grad_guard import NonFiniteGradGuard
 from training.metrics import RunLogger, episode_metrics
 from training.records import EpisodeJob, RolloutRecord
@@ -158,7 +158,7 @@ class LoggerCallback(TrainerCallback):
 def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> GRPOConfig:
     g = cfg.grpo
     return GRPOConfig(
-        output_dir=str(run_dir / "checkpoints"),
+        output_dir=str(run_dir / CHECKPOINTS_DIRNAME),
         per_device_train_batch_size=g.episodes_per_step // g.gradient_accumulation_steps,
         gradient_accumulation_steps=g.gradient_accumulation_steps,
         gradient_checkpointing=g.gradient_checkpointing,

@@ -14,14 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.config import TrainConfig, save_resolved
+from training.config import TrainConfig, latest_checkpoint, save_resolved
 
 FINAL_DIR = "final"
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    ckpts = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return ckpts[-1] if ckpts else None
 
 
 def resolve_model_dir(name: str) -> str:
@@ -50,10 +45,10 @@ def run_train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     from training.rollout_backends import make_backend
 
     run_dir = cfg.run_dir
-    checkpoint = latest_checkpoint(run_dir) if resume else None
+    checkpoint = latest_checkpoint(cfg.checkpoints_dir) if resume else None
     if resume and checkpoint is None:
-        raise FileNotFoundError(f"--resume: no checkpoint under {run_dir / 'checkpoints'}")
-    if not resume and latest_checkpoint(run_dir) is not None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {cfg.checkpoints_dir}")
+    if not resume and latest_checkpoint(cfg.checkpoints_dir) is not None:
         raise FileExistsError(f"{run_dir} already holds checkpoints; pass --resume or choose another run_name")
     run_dir.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, run_dir)
