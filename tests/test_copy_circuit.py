@@ -13,21 +13,40 @@ VOCAB = 2000
 HALF = 64
 
 
-def _copy_accuracy(copy_circuit: bool) -> float:
-    cfg = DefaultModelConfig(architecture=ArchitectureConfig(copy_circuit=copy_circuit))
+def _copies(copy_circuit: bool, half: int = HALF, **arch: float) -> tuple[float, float]:
+    """Accuracy and mean probability of predicting the second copy of a random token sequence."""
+    cfg = DefaultModelConfig(architecture=ArchitectureConfig(copy_circuit=copy_circuit, **arch))
     model = make_model(cfg, VOCAB, pad_id=0, eos_id=1).eval()
     g = torch.Generator().manual_seed(3)
-    first = torch.randperm(VOCAB - 3, generator=g)[:HALF] + 3  # distinct tokens: each has one "next"
+    first = torch.randperm(VOCAB - 3, generator=g)[:half] + 3  # distinct tokens: each has one "next"
     ids = torch.cat([first, first]).unsqueeze(0)
     with torch.no_grad():
-        predicted = model(input_ids=ids).logits[0].argmax(-1)
-    # position HALF + i - 1 (token first[i-1], second copy) should predict first[i]
-    return (predicted[HALF:-1] == ids[0, HALF + 1:]).float().mean().item()
+        probs = model(input_ids=ids).logits[0, half:-1].softmax(-1)
+    # position half + i - 1 (token first[i-1], second copy) should predict first[i]
+    target = ids[0, half + 1:]
+    accuracy = (probs.argmax(-1) == target).float().mean().item()
+    return accuracy, probs.gather(1, target[:, None]).mean().item()
+
+
+def _copy_accuracy(copy_circuit: bool, half: int = HALF) -> float:
+    return _copies(copy_circuit, half)[0]
 
 
 def test_copy_circuit_copies_before_training() -> None:
     assert _copy_accuracy(True) >= 0.9
     assert _copy_accuracy(False) <= 0.1
+
+
+def test_copy_circuit_tells_a_quarter_of_the_vocabulary_apart() -> None:
+    # the copied value spans the whole head: with only the query/key code dims, about 2% of 500 copies
+    # read as another token
+    assert _copy_accuracy(True, half=VOCAB // 4) >= 0.99
+
+
+def test_copy_scale_makes_the_copy_more_confident() -> None:
+    _, weak = _copies(True, copy_scale=1.0)
+    _, strong = _copies(True, copy_scale=10.0)
+    assert weak < 0.9 < strong
 
 
 def test_copy_circuit_rejects_an_architecture_it_cannot_wire() -> None:

@@ -95,7 +95,12 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
 
     # typical sizes after RMSNorm (unit weights): a vector of norm sqrt(d)
     code_matrix = _semi_orthogonal(code, len(e_dims), gen)      # C: token code
-    value_matrix = _semi_orthogonal(code, len(e_dims), gen)     # C': copied token
+    # C': the copied token, through every dim of the head (values are not rotated, so unlike the
+    # query and key they need not sit in the low-frequency RoPE dims): the wider the copy, the less
+    # two tokens' copies overlap, so training that moves the embeddings rarely makes one copy read as another
+    value_rank = min(hd, len(e_dims))
+    value_matrix = torch.zeros(hd, len(e_dims))
+    value_matrix[:value_rank] = _semi_orthogonal(value_rank, len(e_dims), gen)
     norm_after = math.sqrt(d)                                   # |RMSNorm(x)|
     code_norm = norm_after * math.sqrt(code / len(e_dims))      # |C RMSNorm(e)| (e alone in layer 0)
     emb_norm = embedding_std * math.sqrt(len(e_dims))
@@ -129,7 +134,7 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
     attn1.k_proj.weight[:hd].zero_()
     attn1.k_proj.weight[content[:, None], p_dims[None, :]] = scale * torch.eye(code)
     attn1.v_proj.weight[:hd].zero_()
-    attn1.v_proj.weight[content[:, None], e_dims[None, :]] = value_matrix
-    delta = copy_scale * emb_norm / (mixed_norm * math.sqrt(code / len(e_dims)))
-    attn1.o_proj.weight[e_dims[:, None], content[None, :]] = delta * value_matrix.T
+    attn1.v_proj.weight[:hd, e_dims] = value_matrix
+    delta = copy_scale * emb_norm / (mixed_norm * math.sqrt(value_rank / len(e_dims)))
+    attn1.o_proj.weight[e_dims[:, None], torch.arange(hd)[None, :]] = delta * value_matrix.T
     return circuit_sizes(cfg)

@@ -66,7 +66,7 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
     if arch.copy_circuit:
         from training.copy_circuit import wire_copy_circuit
 
-        wire_copy_circuit(model, seed=cfg.sft.seed)
+        wire_copy_circuit(model, seed=cfg.sft.seed, copy_scale=arch.copy_scale)
     model.generation_config = GenerationConfig(
         eos_token_id=[eos_id], pad_token_id=pad_id, bos_token_id=None, do_sample=False,
         max_new_tokens=cfg.max_new_tokens,

@@ -61,6 +61,9 @@ class ArchitectureConfig(BaseModel):
     tie_word_embeddings: bool = True
     #: Initialise a copy (induction) circuit into layers 0-1 (``training.copy_circuit``).
     copy_circuit: bool = True
+    #: Size of the circuit's copied embedding relative to an embedding: the larger, the more a copy
+    #: outweighs what the later layers add, so a rarely seen token is still copied as itself.
+    copy_scale: float = Field(default=10.0, gt=0.0)
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ArchitectureConfig":
@@ -128,7 +131,7 @@ class DefaultModelConfig(BaseModel):
     number_tokens: int = Field(default=256, ge=0)
     architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
     sft: SFTHyperParams = Field(default_factory=SFTHyperParams)
-    n_train_seeds: int = Field(default=100, ge=1)
+    n_train_seeds: int = Field(default=300, ge=1)
     naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0)
     #: The scripted Scientists whose turns the Scientist seat learns from (every episode trains the Lab Manager).
