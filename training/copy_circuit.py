@@ -19,8 +19,9 @@ Layout (residual width ``d``, one head per layer used, ``head_dim`` >= 32):
 - layer 1, head 0 (induction head): query ``C`` x (current token, E dims) against key = P dims,
   both in the head's low-frequency RoPE dims (nearly unrotated over the context, which a large
   ``rope_theta`` makes plentiful), so the score is high where the previous token equals the current
-  one; its value is the embedding of the attended token, written back into E, so the tied unembedding
-  predicts that token;
+  one; its value is the embedding of the attended token through every dim of the head (values are
+  not rotated), written back into E at ``copy_scale`` times an embedding's size, so the tied
+  unembedding predicts that token;
 - every other head's output projection and every MLP's down projection start at zero (they learn
   from the first step), and the final norm's weight ``logit_gain`` makes the copy confident.
 """
@@ -95,9 +96,9 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
 
     # typical sizes after RMSNorm (unit weights): a vector of norm sqrt(d)
     code_matrix = _semi_orthogonal(code, len(e_dims), gen)      # C: token code
-    # C': the copied token, through every dim of the head (values are not rotated, so unlike the
-    # query and key they need not sit in the low-frequency RoPE dims): the wider the copy, the less
-    # two tokens' copies overlap, so training that moves the embeddings rarely makes one copy read as another
+    # C': the copied token, through every dim of the head (unlike the query and key, values need not
+    # sit in the low-frequency RoPE dims): the wider the copy, the less two tokens' copies overlap, so
+    # training that moves the embeddings rarely makes one copy read as another
     value_rank = min(hd, len(e_dims))
     value_matrix = torch.zeros(hd, len(e_dims))
     value_matrix[:value_rank] = _semi_orthogonal(value_rank, len(e_dims), gen)
