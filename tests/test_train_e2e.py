@@ -4,6 +4,7 @@ Ray job trains.  Slow: the model is built once per module."""
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -145,5 +146,20 @@ def test_ray_submit_trains_through_a_ray_job(default_model, tmp_path):
         assert "Training finished" in out.stdout and "succeeded" in out.stdout.lower()
         assert (tmp_path / "runs" / "scientist-vs-scripted" / "final" / "model.safetensors").exists()
     finally:
-        # stop only this head (a plain `ray stop` would also end other Ray sessions on the machine)
-        subprocess.run(["pkill", "-f", temp_dir], capture_output=True)
+        # stop only this head (a plain `ray stop` would also end other Ray sessions on the machine);
+        # a process that outlives SIGTERM (the GCS server can) is killed
+        _stop_processes_matching(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _stop_processes_matching(pattern: str, grace_s: float = 10.0) -> None:
+    import subprocess
+    import time
+
+    subprocess.run(["pkill", "-f", pattern], capture_output=True)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode != 0:
+            return
+        time.sleep(0.5)
+    subprocess.run(["pkill", "-9", "-f", pattern], capture_output=True)
