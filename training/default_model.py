@@ -263,9 +263,9 @@ def model_card(info: dict[str, Any]) -> str:
         f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
         "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
         "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "
-        f"assistant turn, plus {cfg['scientist_first_turn_repeats']} extra copies of each Scientist opening turn "
-        f"and {cfg.get('scientist_decision_turn_repeats', 0)} of each Scientist turn that answers a move to "
-        "another technique",
+        "assistant turn, plus extra copies of each Scientist opening turn "
+        f"({cfg['scientist_first_turn_repeats']}) and of each Scientist turn that answers a move to another "
+        f"technique ({cfg.get('scientist_decision_turn_repeats', 0)})",
         f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
         f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
         f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_recorded']:.3f}",
