@@ -137,5 +137,5 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
     attn1.v_proj.weight[:hd].zero_()
     attn1.v_proj.weight[:hd, e_dims] = value_matrix
     delta = copy_scale * emb_norm / (mixed_norm * math.sqrt(value_rank / len(e_dims)))
-    attn1.o_proj.weight[e_dims[:, None], torch.arange(hd)[None, :]] = delta * value_matrix.T
+    attn1.o_proj.weight[e_dims, :hd] = delta * value_matrix.T
     return circuit_sizes(cfg)
