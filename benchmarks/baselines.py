@@ -8,7 +8,13 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, run_episode
+from replicalab import (
+    DIFFICULTIES,
+    HELDOUT_SEEDS,
+    TEMPLATES,
+    ReplicaLabEnv,
+    run_episode,
+)
 from replicalab.agents import SCRIPTED_SCIENTISTS as AGENTS
 
 

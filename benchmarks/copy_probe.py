@@ -43,7 +43,7 @@ def training_counts(model_dir: Path) -> Counter:
 
 def with_sample_size(obs, n: int):
     """The observation with its brief's published sample size (and the key finding's) replaced by n."""
-    from replicalab.scenario import PUBLISHED_MARKER
+    from replicalab.scenario_records import PUBLISHED_MARKER
 
     head, published = obs.paper_method.split(PUBLISHED_MARKER)
     stated = json.loads(published)
@@ -68,7 +68,7 @@ def main() -> None:
     from replicalab.parsing import format_action
     from replicalab.prompts import RoleChat
     from replicalab.scenarios import DOMAINS
-    from training.default_model import resolve_default_model
+    from training.model.default import resolve_default_model
 
     path = Path(args.model) if args.model else resolve_default_model()
     tokenizer = AutoTokenizer.from_pretrained(path)

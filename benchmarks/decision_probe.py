@@ -34,8 +34,8 @@ def main() -> None:
 
     from replicalab import HELDOUT_SEEDS, TEMPLATES
     from replicalab.render import suggestion_in
-    from training.default_model import resolve_default_model
-    from training.sft_data import follows_technique_move, record_episode
+    from training.model.default import resolve_default_model
+    from training.model.sft_data import follows_technique_move, record_episode
 
     path = args.model or str(resolve_default_model())
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -25,8 +25,8 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="where to build (default: a scratch directory)")
     parser.add_argument("--seeds", type=int, default=10, help="held-out seeds per template x difficulty")
     args = parser.parse_args()
-    from training.default_model import build_default_model
-    from training.model_eval import evaluate_model_seats
+    from training.eval.seat_check import evaluate_model_seats
+    from training.model.default import build_default_model
 
     out = Path(args.out or tempfile.mkdtemp(prefix="replicalab-default-"))
     model = build_default_model(out, progress=True)

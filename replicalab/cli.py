@@ -13,11 +13,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from replicalab import agents
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
-
-SCRIPTED_SCIENTISTS = tuple(agents.SCRIPTED_SCIENTISTS)
-MODEL_PREFIX = "model:"
+from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
 
 
 def _seed(text: str) -> int:
@@ -38,25 +35,26 @@ def _positive(text: str) -> int:
 
 
 def _seat(role: str) -> Callable[[str], str]:
-    scripted = SCRIPTED_SCIENTISTS if role == "scientist" else ("scripted",)
+    """An argparse type for ``role``'s seat spec (``replicalab.seats``): the spec, or a usage error."""
 
     def check(text: str) -> str:
-        if text in scripted or (text.startswith(MODEL_PREFIX) and len(text) > len(MODEL_PREFIX)):
-            return text
-        raise argparse.ArgumentTypeError(
-            f"unknown {role} {text!r}; choose one of {', '.join(scripted)} or model:DIR (model:default)"
-        )
+        try:
+            parse_seat(role, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
 
     return check
 
 
-def _scientist_factory(spec: str, seed: int, template: str, difficulty: str):
-    if spec.startswith(MODEL_PREFIX):
-        from training.model_agent import load_agent_spec
+def _agent(role: str, spec: str, seed: int, template: str, difficulty: str):
+    """A fresh agent for ``role`` per its seat spec; None for the scripted Lab Manager."""
+    seat = parse_seat(role, spec)
+    if seat.kind == MODEL:
+        from training.rollout.agent import load_agent_spec
 
-        return load_agent_spec(spec, "scientist")
-    make = agents.SCRIPTED_SCIENTISTS[spec]
-    return lambda: make(seed, template, difficulty)
+        return load_agent_spec(spec, role)()
+    return scripted_scientist(seat.arg, seed, template, difficulty) if role == "scientist" else None
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -64,12 +62,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     from replicalab.episode import run_episode
     from replicalab.transcript import format_episode
 
-    scientist = _scientist_factory(args.scientist, args.seed, args.template, args.difficulty)()
-    lab_manager = None
-    if args.lab_manager != "scripted":
-        from training.model_agent import load_agent_spec
-
-        lab_manager = load_agent_spec(args.lab_manager, "lab_manager")()
+    scientist = _agent("scientist", args.scientist, args.seed, args.template, args.difficulty)
+    lab_manager = _agent("lab_manager", args.lab_manager, args.seed, args.template, args.difficulty)
     env = ReplicaLabEnv(max_rounds=args.max_rounds)
     log = run_episode(env, scientist, lab_manager, seed=args.seed, template=args.template, difficulty=args.difficulty)
     print(log.model_dump_json(indent=2) if args.json else format_episode(log))
@@ -78,33 +72,35 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "env":
-        from replicalab.bench import print_bench_env
+        from training.bench.env import print_bench_env
 
         return print_bench_env(args.episodes)
     if args.what == "rollout":
-        from training.bench_rollout import main as bench_rollout_main
+        from training.bench.rollout import main as bench_rollout_main
 
         bench_rollout_main(args.extra)
         return 0
-    from training.bench_train import print_bench_train, run_bench_train
+    from training.bench.train import print_bench_train, run_bench_train
 
     print_bench_train(run_bench_train(args.config, args.extra, steps=args.steps))
     return 0
 
 
 def cmd_build_default_model(args: argparse.Namespace) -> int:
-    from training.config import load_config
-    from training.model_config import DefaultModelConfig
+    from training.config.loading import load_config
+    from training.config.model import DefaultModelConfig
 
     cfg = _load_config("build-default-model", partial(load_config, DefaultModelConfig), args.config, args.overrides)
-    from training.default_model import build_default_model  # imports torch: only once the config is valid
+    from training.model.default import (
+        build_default_model,  # imports torch: only once the config is valid
+    )
 
     out = build_default_model(args.out, cfg, progress=True)
     print(f"default model written to {out}")
     if args.eval_seeds:
         from replicalab import HELDOUT_SEEDS
-        from training.default_model import record_evaluation
-        from training.model_eval import evaluate_model_seats
+        from training.eval.seat_check import evaluate_model_seats
+        from training.model.card import record_evaluation
 
         report = evaluate_model_seats(out, list(HELDOUT_SEEDS)[: args.eval_seeds])
         record_evaluation(out, report)
@@ -124,17 +120,17 @@ def _load_config(command: str, loader: Callable, path, overrides):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from training.config import load_train_config
+    from training.config.train import load_train_config
 
     cfg = _load_config("train", load_train_config, args.config, args.overrides)
-    from training.train import print_summary, run_train
+    from training.trainer.run import print_summary, run_train
 
     print_summary(run_train(cfg, resume=args.resume))
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from training.eval_config import load_eval_config
+    from training.config.eval import load_eval_config
 
     overrides = list(args.overrides)
     if args.agent:
@@ -143,7 +139,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             overrides.append(f"{key}={getattr(args, key)}")
     cfg = _load_config("eval", load_eval_config, args.config, overrides)
-    from training.evaluate import run_eval
+    from training.eval.run import run_eval
 
     run_eval(cfg)
     print(Path(cfg.out, "report.md").read_text())
@@ -151,7 +147,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from training.sweep_config import load_sweep_config
+    from training.config.sweep import load_sweep_config
 
     cfg = _load_config("sweep", load_sweep_config, args.config, args.overrides)
     from training.sweep import print_sweep, run_sweep
@@ -168,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=_seed, default=0)
     play.add_argument("--template", choices=TEMPLATES, default=TEMPLATES[0])
     play.add_argument("--difficulty", choices=DIFFICULTIES, default="easy")
-    play.add_argument("--scientist", type=_seat("scientist"), default="adaptive",
-                      help=f"{', '.join(SCRIPTED_SCIENTISTS)} or model:DIR")
-    play.add_argument("--lab-manager", type=_seat("lab_manager"), default="scripted", help="scripted or model:DIR")
+    play.add_argument("--scientist", type=_seat("scientist"), default="scripted:adaptive",
+                      help=", ".join(seat_choices("scientist")))
+    play.add_argument("--lab-manager", type=_seat("lab_manager"), default="scripted",
+                      help=", ".join(seat_choices("lab_manager")))
     play.add_argument("--max-rounds", type=_positive, default=6)
     play.add_argument("--json", action="store_true", help="print the EpisodeLog as JSON")
     play.set_defaults(func=cmd_play)
@@ -191,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="agents as the Scientist on held-out seeds: report.json, report.md, plots")
     ev.add_argument("--config", default=None, help="an eval YAML (configs/eval/*.yaml)")
-    ev.add_argument("--agent", action="append", help="PATH, model:DIR or scripted:NAME (repeatable)")
+    ev.add_argument("--agent", action="append", type=_seat("scientist"),
+                    help="the Scientist to evaluate (repeatable): " + ", ".join(seat_choices("scientist")))
     ev.add_argument("--split", choices=("heldout", "train"), default=None)
     ev.add_argument("--episodes", type=_positive, default=None, help="episodes per template x difficulty")
     ev.add_argument("--backend", choices=("inprocess", "ray"), default=None)

@@ -22,17 +22,32 @@ from replicalab.judge.constants import RATIONALE_WORD_LIMIT
 from replicalab.lab.answers import answer_question
 from replicalab.lab.feasibility import protocol_cost
 from replicalab.models import (
-    ConversationEntry, EpisodeLog, EpisodeState, InvalidAction, LabManagerAction, LabManagerActionType as LA,
-    LabManagerObservation, Observation, Protocol, ScientistAction, ScientistActionType as SA,
-    ScientistObservation, StepInfo, StepResult, TurnRecord,
+    ConversationEntry,
+    EpisodeLog,
+    EpisodeState,
+    InvalidAction,
+    LabManagerAction,
+    LabManagerObservation,
+    Observation,
+    Protocol,
+    ScientistAction,
+    ScientistObservation,
+    StepInfo,
+    StepResult,
+    TurnRecord,
+)
+from replicalab.models import (
+    LabManagerActionType as LA,
+)
+from replicalab.models import (
+    ScientistActionType as SA,
 )
 from replicalab.render import apply_suggestion, render_lab_manager, render_scientist
+from replicalab.scenario_records import Scenario
 from replicalab.scenarios import generate_scenario
-from replicalab.scenario import Scenario
 
 DEFAULT_MAX_ROUNDS = 6
 MAX_CONSECUTIVE_INVALID = 2
-ROLES = ("scientist", "lab_manager")
 
 
 class ReplicaLabEnv:

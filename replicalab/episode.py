@@ -14,7 +14,12 @@ from typing import Callable, Generator, Union
 from replicalab.env import ReplicaLabEnv
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import (
-    EpisodeLog, InvalidAction, LabManagerAction, LabManagerObservation, ScientistAction, ScientistObservation,
+    EpisodeLog,
+    InvalidAction,
+    LabManagerAction,
+    LabManagerObservation,
+    ScientistAction,
+    ScientistObservation,
 )
 
 Action = Union[ScientistAction, LabManagerAction, InvalidAction]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,6 +24,7 @@ from replicalab.models import (
     ScientistAction,
     ScientistActionType,
 )
+from replicalab.seats import AgentRole
 
 MAX_PARSE_CHARS = 8192
 MAX_RAW_TEXT_CHARS = 2000
@@ -39,7 +40,6 @@ WRITTEN_FIRST: dict[type[BaseModel], tuple[str, ...]] = {
 #: Fields written after the rest (and listed last in the prompts).
 WRITTEN_LAST: dict[type[BaseModel], tuple[str, ...]] = {LabManagerAction: ("explanation",)}
 
-ParseRole = Literal["scientist", "lab_manager"]
 Action = Union[ScientistAction, LabManagerAction]
 ParseResult = Union[ScientistAction, LabManagerAction, InvalidAction]
 
@@ -168,7 +168,7 @@ def _validate(obj: dict[str, Any], role: str) -> Action | str:
         return f"invalid {label} action: {_condense(exc)}"
 
 
-def parse_action(text: Any, role: ParseRole) -> ParseResult:
+def parse_action(text: Any, role: AgentRole) -> ParseResult:
     """Turn model output into the role's action, or an ``InvalidAction`` saying why not.
 
     Accepts a JSON object surrounded by prose and/or ```json fences; the first balanced object that

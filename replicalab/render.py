@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from replicalab.models import LabManagerAction, Protocol, ScientistAction, ScientistActionType
+from replicalab.models import (
+    LabManagerAction,
+    Protocol,
+    ScientistAction,
+    ScientistActionType,
+)
 
 QUESTION_PREFIX = "- "
 SUGGESTED_MARKER = " Suggested: "

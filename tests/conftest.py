@@ -37,10 +37,14 @@ def policy_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     import torch
 
-    from training.default_model import make_model
-    from training.model_config import ArchitectureConfig, DefaultModelConfig, SFTHyperParams
-    from training.sft import run_sft, sequence_lengths
-    from training.tokenizer_build import save_and_verify, train_tokenizer
+    from training.config.model import (
+        ArchitectureConfig,
+        DefaultModelConfig,
+        SFTHyperParams,
+    )
+    from training.model.default import make_model
+    from training.model.sft import run_sft, sequence_lengths
+    from training.model.tokenizer import save_and_verify, train_tokenizer
 
     out = tmp_path_factory.mktemp("policy-tiny-model")
     examples = policy_synthetic_examples()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from replicalab.agents.brief import published_protocol
-from replicalab.models import ScientistAction, ScientistActionType as SA, ScientistObservation
+from replicalab.models import ScientistAction, ScientistObservation
+from replicalab.models import ScientistActionType as SA
 
 ACCEPT = ScientistAction(action_type=SA.ACCEPT)
 

@@ -21,7 +21,7 @@ def test_play_prints_transcript_and_breakdown(capsys):
 
 
 def test_play_json_is_an_episode_log(capsys):
-    main(["play", "--seed", "4", "--scientist", "oracle", "--json"])
+    main(["play", "--seed", "4", "--scientist", "scripted:oracle", "--json"])
     log = json.loads(capsys.readouterr().out)
     assert log["agreement_reached"] and log["reward_spec_version"]
 
@@ -30,7 +30,10 @@ def test_play_json_is_an_episode_log(capsys):
     (["play", "--template", "astrology"], "choose from 'cell_biology', 'ml_benchmark', 'behavioral_psychology'"),
     (["play", "--difficulty", "insane"], "choose from 'easy', 'medium', 'hard'"),
     (["play", "--seed", "-1"], "seed must be non-negative"),
-    (["play", "--scientist", "genius"], "choose one of naive, adaptive, reader, oracle, random or model:DIR"),
+    (["play", "--scientist", "genius"], "valid scientist seats: scripted:naive, scripted:adaptive, scripted:reader"),
+    (["play", "--scientist", "adaptive"], "did you mean scripted:adaptive?"),
+    (["eval", "--agent", "adaptive"], "did you mean scripted:adaptive?"),
+    (["play", "--lab-manager", "scripted:naive"], "valid lab_manager seats: scripted, model:DIR"),
 ])
 def test_bad_arguments_name_the_valid_choices(args, message):
     r = run_cli(*args)
@@ -46,7 +49,7 @@ def test_bench_env_prints_rates(capsys):
 @pytest.mark.parametrize("args, message", [
     (["train", "grpo.bogus=1"], "unknown key 'grpo.bogus'"),
     (["train", "grpo.max_steps"], "malformed override"),
-    (["eval", "--agent", "scripted:genius"], "unknown scripted agent"),
+    (["eval", "agents=[scripted:genius]"], "is not a scripted agent here"),
     (["sweep", "configs/sweeps/cpu_grid.yaml", "method=annealing"], "bad config"),
     (["build-default-model", "--out", "unused", "--config", "configs/model/gpu.yaml", "architecture.bogus=1"],
      "unknown key 'architecture.bogus'"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from training.default_model import make_model
-from training.model_config import ArchitectureConfig, DefaultModelConfig
+from training.config.model import ArchitectureConfig, DefaultModelConfig
+from training.model.default import make_model
 
 VOCAB = 2000
 HALF = 64

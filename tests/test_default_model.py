@@ -11,14 +11,23 @@ import pytest
 from replicalab import HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, run_episode
 from replicalab.agents import AdaptiveScientist
 from replicalab.models import EpisodeLog
-from training.default_model import build_default_model, resolve_default_model
-from training.model_agent import GREEDY, ModelAgent, load_agent_spec
-from training.model_config import ArchitectureConfig, DefaultModelConfig, SamplingConfig, SFTHyperParams
-from training.policy import Generation, PolicyModel
-from training.records import EpisodeJob
-from training.rollout_core import play_jobs
-from training.sft import tokenize_example
-from training.sft_data import collect_transcripts, conversation_example, record_episode
+from training.config.model import (
+    ArchitectureConfig,
+    DefaultModelConfig,
+    SamplingConfig,
+    SFTHyperParams,
+)
+from training.model.default import build_default_model, resolve_default_model
+from training.model.sft import tokenize_example
+from training.model.sft_data import (
+    collect_transcripts,
+    conversation_example,
+    record_episode,
+)
+from training.rollout.agent import GREEDY, ModelAgent, load_agent_spec
+from training.rollout.play import play_jobs
+from training.rollout.policy import Generation, PolicyModel
+from training.rollout.records import EpisodeJob
 
 #: Few SFT steps on one seed: exercises the whole build in seconds (the model will not play well).
 TINY_BUILD = DefaultModelConfig(
@@ -168,7 +177,7 @@ def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.Monkey
 
 
 def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
-    from training.model_eval import evaluate_model_seats
+    from training.eval.seat_check import evaluate_model_seats
 
     report = evaluate_model_seats(tiny_policy, HELDOUT_SEEDS[:1], templates=TEMPLATES[:1],
                                   difficulties=["easy", "hard"], sampling=SHORT)
@@ -180,7 +189,7 @@ def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
 
 def test_language_model_phase_masks_by_seat() -> None:
     """All-token rows carry the loss on every token; the other seat's rows keep their assistant mask."""
-    from training.default_model import lm_phase_row, training_examples
+    from training.model.default import lm_phase_row, training_examples
 
     sci, lab, _ = collect_transcripts(1, reader_fraction=0.5)
     labelled = training_examples(sci, lab, first_turn_repeats=1)
@@ -196,8 +205,8 @@ def test_language_model_phase_masks_by_seat() -> None:
 def test_decision_turns_are_the_answers_to_a_technique_move() -> None:
     """The repeated decision turns are exactly the Scientist turns after the lab moved the technique:
     the adaptive Scientist accepts there and the reader proposes the paper's cross-check method."""
-    from training.default_model import training_examples
-    from training.sft_data import follows_technique_move
+    from training.model.default import training_examples
+    from training.model.sft_data import follows_technique_move
 
     sci, lab, _ = collect_transcripts(6, reader_fraction=0.5)
     decisions = [t[k] for t in sci for k in range(1, len(t)) if follows_technique_move(t[k])]

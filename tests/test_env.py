@@ -6,8 +6,19 @@ import sys
 
 import pytest
 
-from replicalab import DIFFICULTIES, TEMPLATES, ReplicaLabEnv, replay_episode, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist
+from replicalab import (
+    DIFFICULTIES,
+    TEMPLATES,
+    ReplicaLabEnv,
+    replay_episode,
+    run_episode,
+)
+from replicalab.agents import (
+    AdaptiveScientist,
+    NaiveScientist,
+    OracleScientist,
+    RandomScientist,
+)
 from replicalab.models import InvalidAction, LabManagerAction, ScientistAction
 
 ACCEPT = ScientistAction(action_type="accept")

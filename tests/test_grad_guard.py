@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from transformers import Trainer, TrainingArguments
 
-from training.grad_guard import SKIPS_METRIC, NonFiniteGradGuard, grads_finite
+from training.trainer.grad_guard import SKIPS_METRIC, NonFiniteGradGuard, grads_finite
 
 
 class Regressor(nn.Module):

@@ -3,10 +3,23 @@
 import statistics
 
 import pytest
-
 from gamers import GAMERS
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, OracleScientist, RandomScientist, ReaderScientist
+
+from replicalab import (
+    DIFFICULTIES,
+    HELDOUT_SEEDS,
+    TEMPLATES,
+    ReplicaLabEnv,
+    generate_scenario,
+    run_episode,
+)
+from replicalab.agents import (
+    AdaptiveScientist,
+    NaiveScientist,
+    OracleScientist,
+    RandomScientist,
+    ReaderScientist,
+)
 from replicalab.judge import EpisodeFacts, judge
 from replicalab.judge import constants as C
 

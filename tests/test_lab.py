@@ -5,11 +5,18 @@ import re
 
 import pytest
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode
+from replicalab import (
+    DIFFICULTIES,
+    HELDOUT_SEEDS,
+    TEMPLATES,
+    ReplicaLabEnv,
+    generate_scenario,
+    run_episode,
+)
 from replicalab.agents import SCRIPTED_SCIENTISTS
 from replicalab.lab import ScriptedLabManager, check_feasibility
-from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY
 from replicalab.lab.answers import answer_question
+from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY
 from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
 from replicalab.prompts import build_messages
 

@@ -14,8 +14,15 @@ import pytest
 from replicalab import ReplicaLabEnv, run_episode
 from replicalab.agents import AdaptiveScientist, NaiveScientist, RandomScientist
 from replicalab.models import EpisodeLog, InvalidAction, ScientistAction
-from training.config import load_train_config
-from training.metrics import EPISODES_FILE, METRICS_FILE, SUMMARY_FILE, TRANSCRIPT_TABLE_KEY, RunLogger, episode_metrics
+from training.config.train import load_train_config
+from training.eval.metrics import episode_metrics
+from training.tracking import (
+    EPISODES_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    TRANSCRIPT_TABLE_KEY,
+    RunLogger,
+)
 
 MAX_ROUNDS = 3
 
@@ -194,7 +201,7 @@ def test_run_logger_disabled_writes_jsonl_only(tmp_path: Path, logs: list[Episod
 def test_stratified_bootstrap_resamples_within_cells():
     """Two cells with constant rewards: a stratified interval has no width (every resample keeps each
     cell's count), the unstratified one mixes the cells and does."""
-    from training.evaluate import bootstrap_ci
+    from training.eval.stats import bootstrap_ci
 
     values = [0.0] * 30 + [10.0] * 30
     cells = ["hard"] * 30 + ["easy"] * 30

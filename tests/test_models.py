@@ -4,7 +4,13 @@ import pytest
 from pydantic import ValidationError
 
 from replicalab.models import (
-    ConversationEntry, EpisodeLog, LabManagerAction, Protocol, RewardBreakdown, ScientistAction, StepInfo,
+    ConversationEntry,
+    EpisodeLog,
+    LabManagerAction,
+    Protocol,
+    RewardBreakdown,
+    ScientistAction,
+    StepInfo,
     _normalize_string_list,
 )
 

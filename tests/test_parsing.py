@@ -18,7 +18,12 @@ from replicalab.models import (
     ScientistAction,
     ScientistActionType,
 )
-from replicalab.parsing import MAX_PARSE_CHARS, MAX_RAW_TEXT_CHARS, format_action, parse_action
+from replicalab.parsing import (
+    MAX_PARSE_CHARS,
+    MAX_RAW_TEXT_CHARS,
+    format_action,
+    parse_action,
+)
 
 ROLES = ("scientist", "lab_manager")
 RESULT_TYPES = (ScientistAction, LabManagerAction, InvalidAction)

@@ -12,9 +12,9 @@ import torch
 from pydantic import ValidationError
 
 from replicalab.models import InvalidAction, LabManagerObservation, ScientistObservation
-from training.model_agent import ModelAgent, load_agent_spec
-from training.model_config import IM_END_TOKEN, PAD_TOKEN, SamplingConfig
-from training.policy import PolicyModel
+from training.config.model import IM_END_TOKEN, PAD_TOKEN, SamplingConfig
+from training.rollout.agent import ModelAgent, load_agent_spec
+from training.rollout.policy import PolicyModel
 
 CHATS = [
     [{"role": "user", "content": "Paper: effect 1. Method: use centrifuge and dmso; n=4."}],
@@ -42,7 +42,7 @@ def wide_policy(policy: PolicyModel) -> PolicyModel:
 
 
 def test_model_config_module_is_torch_free() -> None:
-    code = "import sys, training.model_config; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, training.config.model; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -21,9 +21,14 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS  # noqa: E402
-from training.model_config import SamplingConfig  # noqa: E402
-from training.records import EpisodeJob, RolloutRecord  # noqa: E402
-from training.rollout_backends import InProcessBackend, RayBackend, make_backend, shard_jobs  # noqa: E402
+from training.config.model import SamplingConfig  # noqa: E402
+from training.rollout.backends import (  # noqa: E402
+    InProcessBackend,
+    RayBackend,
+    make_backend,
+    shard_jobs,
+)
+from training.rollout.records import EpisodeJob, RolloutRecord  # noqa: E402
 
 #: Short completions keep every generation step cheap with the tiny model.
 ROLLOUT_SAMPLING = SamplingConfig(max_new_tokens=24, seed=0)
@@ -158,7 +163,7 @@ def test_ray_two_workers_every_job_in_order(two_workers: RayBackend) -> None:
 
 
 def test_ray_weights_sync(two_workers: RayBackend, rollout_model_dir: Path) -> None:
-    from training.policy import PolicyModel
+    from training.rollout.policy import PolicyModel
 
     driver = PolicyModel(str(rollout_model_dir), device="cpu")
     original = {k: v.copy() for k, v in driver.state_numpy().items()}  # state_numpy views the live weights
@@ -223,7 +228,7 @@ def test_ray_gives_up_after_max_restarts(two_workers: RayBackend) -> None:
 # -- bench (in-process part only) ----------------------------------------------------------------
 def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> None:
     """The bound replays the rollout's own generation calls: same prompts, so the same tokens."""
-    from training.bench_rollout import format_bench_rollout, run_bench_rollout
+    from training.bench.rollout import format_bench_rollout, run_bench_rollout
 
     result = run_bench_rollout(str(rollout_model_dir), episodes=3, max_new_tokens=8, max_rounds=2,
                                ray_workers=(), repeats=1)
@@ -233,8 +238,8 @@ def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> Non
 
 def test_bench_two_worker_bound_replays_both_halves_at_once(rollout_ray: None, rollout_model_dir: Path) -> None:
     """``bound x2`` replays the recorded calls split in two processes: the same tokens as the bound."""
-    from training.bench_rollout import ParallelBound, _Recorder, _replay, bench_jobs
-    from training.model_config import SamplingConfig
+    from training.bench.rollout import ParallelBound, _Recorder, _replay, bench_jobs
+    from training.config.model import SamplingConfig
 
     sampling = SamplingConfig(do_sample=False, max_new_tokens=8)
     backend = InProcessBackend(str(rollout_model_dir), scientist="policy", lab_manager="scripted",

@@ -1,9 +1,9 @@
 """play_jobs: exact trajectories, and a context window too small for the first prompt."""
 
-from training.model_config import SamplingConfig
-from training.policy import PolicyModel
-from training.records import EpisodeJob
-from training.rollout_core import CONTEXT_EXHAUSTED, play_jobs
+from training.config.model import SamplingConfig
+from training.rollout.play import CONTEXT_EXHAUSTED, play_jobs
+from training.rollout.policy import PolicyModel
+from training.rollout.records import EpisodeJob
 
 
 def test_context_exhausted_on_the_first_turn_is_an_invalid_turn(policy_tiny_model_dir):

@@ -4,7 +4,13 @@ import hashlib
 
 import pytest
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS, generate_scenario
+from replicalab import (
+    DIFFICULTIES,
+    HELDOUT_SEEDS,
+    TEMPLATES,
+    TRAIN_SEEDS,
+    generate_scenario,
+)
 from replicalab.lab import check_feasibility
 from replicalab.lab.repair import _runnable, _usable
 

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
-from training.config import (
-    RESOLVED_CONFIG_NAME, ConfigError, TrainConfig, load_train_config, parse_seat, save_resolved, train_rows,
-)
+from replicalab.seats import parse_seat
+from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, save_resolved
+from training.config.train import TrainConfig, load_train_config, train_rows
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 #: configs/<dir> -> "module:loader".  A dir whose loader does not exist yet is skipped, not failed.
 LOADERS = {
-    "train": "training.config:load_train_config",
-    "eval": "training.eval_config:load_eval_config",
-    "sweeps": "training.sweep_config:load_sweep_config",
+    "train": "training.config.train:load_train_config",
+    "eval": "training.config.eval:load_eval_config",
+    "sweeps": "training.config.sweep:load_sweep_config",
 }
 HEAVY_MODULES = ("torch", "ray", "trl", "transformers", "wandb")
 ALL_YAML = sorted(CONFIGS.glob("**/*.yaml")) + sorted(CONFIGS.glob("**/*.yml"))
@@ -59,7 +59,7 @@ def test_train_configs_exist_and_differ() -> None:
 
 
 def test_config_modules_import_no_heavy_libraries() -> None:
-    code = ("import sys, training.config, training.metrics; "
+    code = ("import sys, training.config.train, training.tracking; "
             f"print([m for m in {HEAVY_MODULES!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
@@ -172,7 +172,11 @@ def test_parse_seat() -> None:
     assert parse_seat("lab_manager", "scripted") == ("scripted", "")
     assert parse_seat("scientist", "scripted:naive") == ("scripted", "naive")
     assert parse_seat("lab_manager", "model:/ckpt") == ("model", "/ckpt")
-    assert parse_seat("scientist", "policy") == ("policy", "")
+    assert parse_seat("scientist", "policy", training=True) == ("policy", "")
+    assert parse_seat("scientist", "model:default").spec == "model:default"
+    for bad, training in (("policy", False), ("scripted:oracle", True), ("adaptive", False), ("model:", False)):
+        with pytest.raises(ValueError, match="valid scientist seats"):
+            parse_seat("scientist", bad, training=training)
 
 
 # ----- training seeds ----------------------------------------------------------------------------
@@ -222,9 +226,9 @@ def test_saved_config_round_trips(tmp_path: Path, overrides: list[str]) -> None:
 
 
 def test_eval_decoding_is_greedy_unless_a_temperature_is_set() -> None:
-    from training.eval_config import load_eval_config
-    from training.evaluate import decoding
-    from training.report import report_markdown
+    from training.config.eval import load_eval_config
+    from training.eval.report import report_markdown
+    from training.eval.run import decoding
 
     greedy = decoding(load_eval_config(None, ["max_new_tokens=64"]))
     assert not greedy.do_sample and greedy.max_new_tokens == 64
@@ -238,7 +242,7 @@ def test_eval_decoding_is_greedy_unless_a_temperature_is_set() -> None:
 
 
 def test_trl_config_scores_at_the_rollout_temperature_without_checkpointing(tmp_path: Path) -> None:
-    from training.grpo import grpo_config
+    from training.trainer.grpo import grpo_config
 
     cfg = load_train_config(None, ["rollout.sampling.temperature=0.7", "grpo.num_generations=4", "grpo.groups_per_step=2"])
     args = grpo_config(cfg, tmp_path, use_cpu=True, bf16=False)

@@ -18,8 +18,8 @@ TINY = ["grpo.max_steps=2", "grpo.groups_per_step=2", "grpo.num_generations=4", 
 def default_model(tmp_path_factory):
     """A quick build of the embedded model (same recipe, fewer seeds and steps): these tests check the
     pipeline, not the model's quality (``benchmarks/default_model_targets.py`` measures the real build)."""
-    from training.default_model import build_default_model
-    from training.model_config import DefaultModelConfig, SFTHyperParams
+    from training.config.model import DefaultModelConfig, SFTHyperParams
+    from training.model.default import build_default_model
 
     cfg = DefaultModelConfig(n_train_seeds=4, sft=SFTHyperParams(lm_steps=60, completion_steps=60))
     return str(build_default_model(tmp_path_factory.mktemp("quick-default") / "model", cfg, progress=False))
@@ -41,8 +41,8 @@ def _weights(path):
 def test_train_changes_weights_logs_and_resumes(default_model, tmp_path):
     import torch
 
-    from training.config import load_train_config
-    from training.train import run_train
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
 
     cfg = load_train_config("configs/train/default.yaml", [*TINY, f"model={default_model}", f"output_dir={tmp_path}"])
     summary = run_train(cfg)
@@ -68,8 +68,8 @@ def test_train_changes_weights_logs_and_resumes(default_model, tmp_path):
 
 
 def test_selfplay_config_runs(default_model, tmp_path):
-    from training.config import load_train_config
-    from training.train import run_train
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
 
     cfg = load_train_config("configs/train/selfplay.yaml", [*TINY, f"model={default_model}", f"output_dir={tmp_path}"])
     assert cfg.seats.trained_roles == ("scientist", "lab_manager")
@@ -82,10 +82,10 @@ def test_selfplay_config_runs(default_model, tmp_path):
 
 
 def test_eval_report(default_model, tmp_path):
-    from training.eval_config import load_eval_config
-    from training.evaluate import run_eval
+    from training.config.eval import load_eval_config
+    from training.eval.run import run_eval
 
-    cfg = load_eval_config(None, [f"agents=[{default_model}, 'scripted:naive', 'scripted:oracle']", "episodes=2",
+    cfg = load_eval_config(None, [f"agents=[model:{default_model}, 'scripted:naive', 'scripted:oracle']", "episodes=2",
                                   "templates=[cell_biology]", "backend=inprocess", f"out={tmp_path / 'eval'}"])
     report = run_eval(cfg, progress=False)
     saved = json.loads((tmp_path / "eval" / "report.json").read_text())
@@ -101,8 +101,8 @@ def test_eval_report(default_model, tmp_path):
 
 
 def test_grid_sweep_picks_a_best_config(default_model, tmp_path):
+    from training.config.sweep import load_sweep_config
     from training.sweep import run_sweep
-    from training.sweep_config import load_sweep_config
 
     overrides = [*TINY, "grpo.max_steps=1", "grpo.groups_per_step=1", f"model={default_model}",
                  "checkpoint.save_steps=100"]

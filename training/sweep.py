@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from training.sweep_config import SweepConfig, trial_overrides
+from training.config.sweep import SweepConfig, trial_overrides
 
 
 def metric_value(run_dir: Path, metric: str, window: int) -> float:
@@ -27,8 +27,8 @@ def metric_value(run_dir: Path, metric: str, window: int) -> float:
 
 
 def _trial(params: dict[str, Any], sweep: SweepConfig, index: int) -> dict[str, Any]:
-    from training.config import load_train_config
-    from training.train import run_train
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
 
     out = Path(sweep.out).resolve() / sweep.name
     cfg = load_train_config(sweep.base, [

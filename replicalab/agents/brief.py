@@ -6,7 +6,7 @@ import json
 
 from replicalab.models import ScientistObservation
 from replicalab.render import suggestion_in
-from replicalab.scenario import CROSS_CHECK_MARKER, PUBLISHED_MARKER
+from replicalab.scenario_records import CROSS_CHECK_MARKER, PUBLISHED_MARKER
 
 PROTOCOL_FIELDS = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
 CROSS_CHECK_FIELDS = ("technique", "required_equipment", "required_reagents")

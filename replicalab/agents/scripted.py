@@ -5,9 +5,15 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from replicalab.agents.brief import cross_check_method, last_lab_manager_action, last_suggestion, published_protocol
-from replicalab.models import ScientistAction, ScientistActionType as SA, ScientistObservation
-from replicalab.scenario import Scenario
+from replicalab.agents.brief import (
+    cross_check_method,
+    last_lab_manager_action,
+    last_suggestion,
+    published_protocol,
+)
+from replicalab.models import ScientistAction, ScientistObservation
+from replicalab.models import ScientistActionType as SA
+from replicalab.scenario_records import Scenario
 
 ACCEPT = ScientistAction(action_type=SA.ACCEPT)
 #: The opening rationale of the adaptive and reader Scientists.  They open identically, so their

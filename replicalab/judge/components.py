@@ -6,7 +6,7 @@ from __future__ import annotations
 from replicalab.judge import constants as C
 from replicalab.lab.feasibility import DIMENSIONS, FeasibilityReport
 from replicalab.models import Protocol
-from replicalab.scenario import Scenario, canonical_id
+from replicalab.scenario_records import Scenario, canonical_id
 
 
 def rigor(protocol: Protocol, scenario: Scenario) -> tuple[float, str]:

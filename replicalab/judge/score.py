@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replicalab.judge import components, constants as C
+from replicalab.judge import components
+from replicalab.judge import constants as C
 from replicalab.lab.feasibility import check_feasibility
 from replicalab.models import Protocol, RewardBreakdown
-from replicalab.scenario import Scenario, canonical_id
+from replicalab.scenario_records import Scenario, canonical_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY
-from replicalab.scenario import Scenario
+from replicalab.scenario_records import Scenario
 
 TOPIC_WORDS = {
     "budget": ("budget", "cost", "afford", "money", "price", "funds", "spend"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replicalab.models import Protocol
-from replicalab.scenario import Scenario, Technique, canonical_id
+from replicalab.scenario_records import Scenario, Technique, canonical_id
 
 HOURS_PER_STAFF_DAY = 6.0
 DIMENSIONS = ("budget", "equipment", "reagents", "schedule", "staff", "safety")

@@ -14,9 +14,10 @@ from __future__ import annotations
 from replicalab.lab.answers import answer_questions
 from replicalab.lab.feasibility import FeasibilityReport, check_feasibility
 from replicalab.lab.repair import repair_plan
-from replicalab.models import LabManagerAction, LabManagerActionType as LA, LabManagerObservation, Protocol
+from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
+from replicalab.models import LabManagerActionType as LA
 from replicalab.render import apply_suggestion, questions_in
-from replicalab.scenario import Scenario, canonical_id
+from replicalab.scenario_records import Scenario, canonical_id
 
 _NO_FLAGS = dict(budget_ok=False, equipment_ok=False, reagents_ok=False, schedule_ok=False, staff_ok=False)
 

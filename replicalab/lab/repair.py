@@ -14,7 +14,7 @@ import math
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, plan_cost
 from replicalab.models import Protocol
-from replicalab.scenario import Scenario, Technique, canonical_id
+from replicalab.scenario_records import Scenario, Technique, canonical_id
 
 SAMPLE_FLOOR_FRACTION = 0.75  # keep at least this share of the proposed sample size, if shortening allows
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from replicalab.scenario_records import Domain, Scenario, canonical_id
 from replicalab.scenarios import behavioral_psychology, cell_biology, ml_benchmark
 from replicalab.scenarios.build import build_scenario
-from replicalab.scenario import Domain, Scenario, canonical_id
 
 DOMAINS: dict[str, Domain] = {
     m.DOMAIN.name: m.DOMAIN for m in (cell_biology, ml_benchmark, behavioral_psychology)
 }
 TEMPLATES: tuple[str, ...] = tuple(DOMAINS)
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+
+
+def cells(templates: Sequence[str] = TEMPLATES,
+          difficulties: Sequence[str] = DIFFICULTIES) -> list[tuple[str, str]]:
+    """Every (template, difficulty) pair, templates outermost: the grid every report and data set uses."""
+    return [(t, d) for t in templates for d in difficulties]
 
 
 def validate_choice(template: str, difficulty: str, seed: int) -> None:
@@ -31,4 +39,4 @@ def generate_scenario(seed: int, template: str, difficulty: str) -> Scenario:
     return build_scenario(DOMAINS[template], seed, difficulty)
 
 
-__all__ = ["DIFFICULTIES", "TEMPLATES", "Scenario", "canonical_id", "generate_scenario", "validate_choice"]
+__all__ = ["DIFFICULTIES", "TEMPLATES", "Scenario", "canonical_id", "cells", "generate_scenario", "validate_choice"]

@@ -1,6 +1,7 @@
 """Behavioural psychology: replicating an effect with human participants."""
 
-from replicalab.scenario import Domain, TechniqueSpec as T
+from replicalab.scenario_records import Domain
+from replicalab.scenario_records import TechniqueSpec as T
 
 DOMAIN = Domain(
     name="behavioral_psychology",

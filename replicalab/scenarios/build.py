@@ -25,8 +25,14 @@ import random
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, plan_cost
 from replicalab.models import Protocol
-from replicalab.scenario import (
-    CROSS_CHECK_MARKER, PUBLISHED_MARKER, Domain, LabFacts, ReferenceSpec, Scenario, Technique,
+from replicalab.scenario_records import (
+    CROSS_CHECK_MARKER,
+    PUBLISHED_MARKER,
+    Domain,
+    LabFacts,
+    ReferenceSpec,
+    Scenario,
+    Technique,
 )
 
 WORKLOAD_JITTER = (0.8, 1.25)

@@ -1,6 +1,7 @@
 """Cell biology: drug effects on cell viability (the seed's own example is a viability assay)."""
 
-from replicalab.scenario import Domain, TechniqueSpec as T
+from replicalab.scenario_records import Domain
+from replicalab.scenario_records import TechniqueSpec as T
 
 DOMAIN = Domain(
     name="cell_biology",

@@ -1,6 +1,7 @@
 """Machine learning: replicating a benchmark result (runs are samples, compute is equipment)."""
 
-from replicalab.scenario import Domain, TechniqueSpec as T
+from replicalab.scenario_records import Domain
+from replicalab.scenario_records import TechniqueSpec as T
 
 DOMAIN = Domain(
     name="ml_benchmark",

@@ -1,4 +1,4 @@
-"""``EvaluationConfig``: what ``replicalab eval`` plays (torch-free, so configs validate anywhere)."""
+"""``EvalConfig``: what ``replicalab eval`` plays (torch-free, so configs validate anywhere)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,20 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
-from replicalab.agents import SCRIPTED_SCIENTISTS
-from training.config import WandbConfig, load_config
+from replicalab.scenarios import cells
+from replicalab.seats import parse_seat
+from training.config.loading import load_config
+from training.config.train import WandbConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-SCRIPTED_AGENTS = tuple(SCRIPTED_SCIENTISTS)
 SPLITS = {"heldout": HELDOUT_SEEDS, "train": TRAIN_SEEDS}
 
 
-class EvaluationConfig(BaseModel):
+class EvalConfig(BaseModel):
     """Agents are played as the Scientist against a fixed Lab Manager on the same seeds of one split.
 
-    ``agents``: ``scripted:NAME`` (naive, adaptive, reader, oracle, random), ``model:DIR`` or a checkpoint
-    directory.  Each (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
+    ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, reader,
+    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
     """
 
     model_config = _STRICT
@@ -50,15 +51,13 @@ class EvaluationConfig(BaseModel):
         if not agents:
             raise ValueError("give at least one agent")
         for spec in agents:
-            if spec.startswith("scripted:") and spec.split(":", 1)[1] not in SCRIPTED_AGENTS:
-                raise ValueError(f"unknown scripted agent {spec!r}; choose from "
-                                 + ", ".join(f"scripted:{n}" for n in SCRIPTED_AGENTS))
+            parse_seat("scientist", spec)
         if len(set(agents)) != len(agents):
             raise ValueError("each agent may be named once")
         return agents
 
     @model_validator(mode="after")
-    def _check(self) -> "EvaluationConfig":
+    def _check(self) -> "EvalConfig":
         for t in self.templates:
             if t not in TEMPLATES:
                 raise ValueError(f"unknown template {t!r}; valid templates: {', '.join(TEMPLATES)}")
@@ -67,8 +66,7 @@ class EvaluationConfig(BaseModel):
                 raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
         if self.seed_offset + self.episodes > len(SPLITS[self.split]):
             raise ValueError(f"split {self.split} has only {len(SPLITS[self.split])} seeds")
-        if self.lab_manager != "scripted" and not self.lab_manager.startswith("model:"):
-            raise ValueError("lab_manager must be 'scripted' or 'model:DIR'")
+        parse_seat("lab_manager", self.lab_manager)
         return self
 
     @property
@@ -78,8 +76,8 @@ class EvaluationConfig(BaseModel):
 
     @property
     def cells(self) -> list[tuple[str, str]]:
-        return [(t, d) for t in self.templates for d in self.difficulties]
+        return cells(self.templates, self.difficulties)
 
 
-def load_eval_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> EvaluationConfig:
-    return load_config(EvaluationConfig, path, overrides)
+def load_eval_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> EvalConfig:
+    return load_config(EvalConfig, path, overrides)

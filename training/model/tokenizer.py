@@ -25,11 +25,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-from training.model_config import IM_END_TOKEN, IM_START_TOKEN, PAD_TOKEN, SPECIAL_TOKENS
+from training.config.model import (
+    IM_END_TOKEN,
+    IM_START_TOKEN,
+    PAD_TOKEN,
+    SPECIAL_TOKENS,
+)
 
 #: Qwen-like chat template: ``<|im_start|>role\ncontent<|im_end|>`` with a newline between turns.
 #: The prompt rendered with ``add_generation_prompt`` is a token prefix of prompt + completion, so

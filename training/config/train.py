@@ -11,32 +11,21 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, TypeVar
+from typing import Any, Literal, Optional, Sequence
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS
-from replicalab.agents import SCRIPTED_SCIENTISTS as SCRIPTED_BY_NAME
+from replicalab.scenarios import cells
+from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
 from replicalab.seeds import check_train_seed
-from training.model_config import SamplingConfig
+from training.config.loading import load_config
+from training.config.model import SamplingConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
-#: File name of the resolved config inside a run directory.
-RESOLVED_CONFIG_NAME = "config.yaml"
 #: Where a run keeps its checkpoints (``checkpoint-N``), under the run directory.
 CHECKPOINTS_DIRNAME = "checkpoints"
-#: ``model`` value meaning the embedded default model.
-DEFAULT_MODEL = "default"
-ROLES: tuple[str, ...] = ("scientist", "lab_manager")
-#: Seat values.  ``scripted:<kind>`` and ``model:<dir>`` take an argument after the colon.
-POLICY_SEAT = "policy"
-SCRIPTED_SEAT = "scripted"
-MODEL_SEAT_PREFIX = "model:"
-#: Scripted Scientists a ``scripted:<kind>`` scientist seat may name in training; plain ``scripted`` is the
-#: first.  The oracle is left out: it plays from the hidden reference.
-SCRIPTED_SCIENTISTS: tuple[str, ...] = ("adaptive", *(n for n in SCRIPTED_BY_NAME if n not in ("adaptive", "oracle")))
 #: Loss types TRL 1.16's GRPOConfig accepts (trl/trainer/grpo_config.py, grpo_trainer.py).
 LOSS_TYPES = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 #: Reward scaling TRL 1.16 accepts (``True`` means "group", ``False`` means "none", as in TRL).
@@ -46,41 +35,19 @@ LR_SCHEDULERS = Literal["linear", "cosine", "constant", "constant_with_warmup"]
 ROLLOUT_MAX_NEW_TOKENS = 128
 
 
-def parse_seat(role: str, spec: str) -> tuple[str, str]:
-    """Split a seat value into ``(kind, argument)``: ``("policy", "")``, ``("scripted", "adaptive")``
-    (the scientist's scripted kind; ``""`` for the Lab Manager) or ``("model", DIR)``.  Raises
-    ValueError naming the valid values."""
-    scripted = [f"scripted:{k}" for k in SCRIPTED_SCIENTISTS] if role == "scientist" else []
-    valid = "valid values: " + ", ".join([POLICY_SEAT, SCRIPTED_SEAT, *scripted, MODEL_SEAT_PREFIX + "DIR"])
-    if spec == POLICY_SEAT:
-        return POLICY_SEAT, ""
-    if spec == SCRIPTED_SEAT:
-        return SCRIPTED_SEAT, SCRIPTED_SCIENTISTS[0] if role == "scientist" else ""
-    if spec.startswith(SCRIPTED_SEAT + ":"):
-        kind = spec.split(":", 1)[1]
-        if role != "scientist":
-            raise ValueError(f"{role} seat {spec!r}: only the scientist seat takes scripted:<kind>; {valid}")
-        if kind not in SCRIPTED_SCIENTISTS:
-            raise ValueError(f"scientist seat {spec!r}: unknown scripted kind {kind!r}; {valid}")
-        return SCRIPTED_SEAT, kind
-    if spec.startswith(MODEL_SEAT_PREFIX) and spec[len(MODEL_SEAT_PREFIX):].strip():
-        return "model", spec[len(MODEL_SEAT_PREFIX):].strip()
-    raise ValueError(f"{role} seat {spec!r} is not a seat; {valid}")
-
-
 class SeatsConfig(BaseModel):
     """Who plays each role: ``policy`` (the weights being trained; both seats share them),
     ``scripted`` (AdaptiveScientist / ScriptedLabManager), ``scripted:naive|adaptive|reader|random``
     (scientist only) or ``model:DIR`` (a frozen checkpoint).  At least one seat is ``policy``."""
 
     model_config = _STRICT
-    scientist: str = POLICY_SEAT
-    lab_manager: str = SCRIPTED_SEAT
+    scientist: str = POLICY
+    lab_manager: str = SCRIPTED
 
     @model_validator(mode="after")
     def _check(self) -> "SeatsConfig":
         for role in ROLES:
-            parse_seat(role, getattr(self, role))
+            parse_seat(role, getattr(self, role), training=True)
         if not self.trained_roles:
             raise ValueError("at least one seat must be 'policy' (the weights being trained)")
         return self
@@ -88,7 +55,7 @@ class SeatsConfig(BaseModel):
     @property
     def trained_roles(self) -> tuple[str, ...]:
         """Roles whose seat is the trained policy, in ``ROLES`` order."""
-        return tuple(r for r in ROLES if getattr(self, r) == POLICY_SEAT)
+        return tuple(r for r in ROLES if getattr(self, r) == POLICY)
 
 
 class RolloutConfig(BaseModel):
@@ -186,7 +153,7 @@ class DataConfig(BaseModel):
     @property
     def cells(self) -> list[tuple[str, str]]:
         """Every (template, difficulty) pair, templates outermost."""
-        return [(t, d) for t in self.templates for d in self.difficulties]
+        return cells(self.templates, self.difficulties)
 
 
 class WandbConfig(BaseModel):
@@ -208,7 +175,7 @@ class CheckpointConfig(BaseModel):
     save_total_limit: int = Field(default=3, ge=1)
 
 
-class EvalConfig(BaseModel):
+class ValidationConfig(BaseModel):
     """Periodic evaluation on held-out seeds during training (``every_steps=0`` turns it off)."""
 
     model_config = _STRICT
@@ -232,7 +199,7 @@ class TrainConfig(BaseModel):
     data: DataConfig = Field(default_factory=DataConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
 
     @field_validator("run_name", "model", "output_dir")
     @classmethod
@@ -273,12 +240,6 @@ class TrainConfig(BaseModel):
         return self.bf16 if self.bf16 is not None else device == "cuda"
 
 
-def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
-    """The ``checkpoint-N`` with the highest N under ``checkpoints_dir``, or None."""
-    ckpts = sorted(Path(checkpoints_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return ckpts[-1] if ckpts else None
-
-
 def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
     """``n`` dataset rows ``{seed, role, template, difficulty}``, one per GRPO group.
 
@@ -302,61 +263,8 @@ def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
     return rows
 
 
-# ----- loading ----------------------------------------------------------------------------------
-ConfigT = TypeVar("ConfigT", bound=BaseModel)
-
-
-class ConfigError(ValueError):
-    """A config file or override that cannot be applied (unknown key, malformed override, not a mapping)."""
-
-
-def _merge(base: dict[str, Any], update: dict[str, Any], where: str, source: str) -> None:
-    """Deep-merge ``update`` into ``base`` in place; a key unknown to ``base`` fails."""
-    for key, value in update.items():
-        path = f"{where}.{key}" if where else str(key)
-        if key not in base:
-            level = f"under '{where}'" if where else "at the top level"
-            raise ConfigError(f"unknown key '{path}' in {source}; valid keys {level}: {', '.join(base)}")
-        if isinstance(base[key], dict) and base[key] and isinstance(value, dict):
-            # a nested config section (its dump is never empty); an empty default is a free-form mapping
-            _merge(base[key], value, path, source)
-        else:
-            base[key] = value
-
-
-def _parse_override(text: str) -> dict[str, Any]:
-    key, sep, raw = text.partition("=")
-    parts = key.strip().split(".")
-    if not sep or not all(p.strip() for p in parts):
-        raise ConfigError(f"malformed override {text!r}: expected KEY=VALUE with a dotted key, e.g. grpo.beta=0.04")
-    value: Any = yaml.safe_load(raw)
-    for part in reversed(parts):
-        value = {part.strip(): value}
-    return value
-
-
-def load_config(cls: type[ConfigT], path: str | Path | None, overrides: Sequence[str] = ()) -> ConfigT:
-    """Defaults of ``cls``, deep-merged with the YAML mapping at ``path`` (None or an empty file: no
-    change), then with each ``a.b.c=value`` override (value parsed as YAML), validated."""
-    data = cls.model_construct().model_dump(mode="python")  # defaults, not yet validated
-    if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: a config file must hold a mapping of keys, got {type(loaded).__name__}")
-        _merge(data, loaded or {}, "", str(path))
-    for text in overrides:
-        _merge(data, _parse_override(text), "", f"override {text!r}")
-    return cls.model_validate(data)
-
-
 def load_train_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """The ``TrainConfig`` of a YAML file plus ``a.b.c=value`` overrides (see ``load_config``)."""
     return load_config(TrainConfig, path, overrides)
 
 
-def save_resolved(cfg: BaseModel, run_dir: str | Path) -> Path:
-    """Write ``cfg`` to ``<run_dir>/config.yaml`` (every field, defaults included) and return the path."""
-    out = Path(run_dir) / RESOLVED_CONFIG_NAME
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
-    return out

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Iterable, Sequence
 
 from replicalab.models import EpisodeLog
-
-Role = Literal["scientist", "lab_manager"]
+from replicalab.seats import AgentRole
 
 
 @dataclass(frozen=True)
@@ -19,8 +18,17 @@ class EpisodeJob:
     seed: int
     template: str
     difficulty: str
-    role: Role
+    role: AgentRole
     group: int = 0
+
+
+def episode_jobs(cells: Sequence[tuple[str, str]], seeds: Iterable[int], role: AgentRole = "scientist",
+                 limit: int | None = None) -> list[EpisodeJob]:
+    """The one builder of job lists: every seed x (template, difficulty) cell, seeds outermost (so the first
+    ``k * len(cells)`` jobs cover every cell ``k`` times), job ids in order, at most ``limit`` jobs."""
+    grid = [(seed, t, d) for seed in seeds for t, d in cells]
+    return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role=role)
+            for i, (s, t, d) in enumerate(grid[:limit])]
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,7 @@ class RoleTrajectory:
     completion token (0.0 on environment tokens).  ``reward`` is the judge's total.
     """
 
-    role: Role
+    role: AgentRole
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float]
@@ -49,4 +57,5 @@ class RolloutRecord:
     trajectory: RoleTrajectory | None  # None when the wanted seat is not played by the trained policy
     weights_version: int = -1
     worker: str = "inprocess"
-    extra: dict = field(default_factory=dict)
+    #: Wall time of the ``play_jobs`` call that played it: ``generate_s`` (inside generation), ``total_s``.
+    timing: dict = field(default_factory=dict)

@@ -3,7 +3,7 @@
     python benchmarks/bench_generate.py [--episodes 18] [--role scientist] [--model DIR]
 
 Both ways play the same held-out jobs with greedy decoding and the same append-only chats: one at a
-time is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout_core.play_jobs`` (one
+time is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout.play.play_jobs`` (one
 ``generate`` call per step for all episodes).  Prints episodes/s both ways and the speedup ratio.
 """
 
@@ -18,12 +18,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from replicalab import HELDOUT_SEEDS, ReplicaLabEnv, run_episode  # noqa: E402
 from replicalab.agents import AdaptiveScientist  # noqa: E402
-from training.default_model import resolve_default_model  # noqa: E402
-from training.model_agent import ModelAgent, greedy_for  # noqa: E402
-from training.model_eval import SEATS, episode_jobs  # noqa: E402
-from training.policy import PolicyModel  # noqa: E402
-from training.records import EpisodeJob  # noqa: E402
-from training.rollout_core import play_jobs  # noqa: E402
+from replicalab.scenarios import cells  # noqa: E402
+from training.eval.seat_check import SEATS  # noqa: E402
+from training.model.default import resolve_default_model  # noqa: E402
+from training.rollout.agent import ModelAgent, greedy_for  # noqa: E402
+from training.rollout.play import play_jobs  # noqa: E402
+from training.rollout.policy import PolicyModel  # noqa: E402
+from training.rollout.records import (
+    EpisodeJob,  # noqa: E402
+    episode_jobs,  # noqa: E402
+)
 
 DEFAULT_EPISODES = 18
 
@@ -59,7 +63,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, float]:
     model_dir = args.model or str(resolve_default_model())
     policy = PolicyModel(model_dir)
     seeds = list(HELDOUT_SEEDS)[: max(1, -(-args.episodes // 9))]
-    jobs = episode_jobs(seeds, args.role)[: args.episodes]
+    jobs = episode_jobs(cells(), seeds, args.role, limit=args.episodes)
     result = bench(policy, args.role, jobs)
     print(f"model {model_dir} on {policy.device}, role {args.role}, {result['episodes']} episodes")
     print(f"one at a time: {result['sequential_eps']:.2f} episodes/s")

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
-from datasets import Dataset
-from datasets import disable_progress_bars
+from datasets import Dataset, disable_progress_bars
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
-from training.model_config import SFTHyperParams
+from training.config.model import SFTHyperParams
 
 Messages = list[dict[str, str]]
 TokenizedExample = dict[str, list[int]]

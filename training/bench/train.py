@@ -18,12 +18,12 @@ WEIGHT_SYNC_TARGET = 0.05
 
 
 def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = 4) -> dict[str, float]:
-    from training.config import load_train_config
-    from training.train import run_train
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_train_config(config, [*overrides, f"grpo.max_steps={steps}", f"output_dir={tmp}",
-                                         "checkpoint.save_steps=100000", "eval.every_steps=0", "wandb.mode=disabled"])
+                                         "checkpoint.save_steps=100000", "validation.every_steps=0", "wandb.mode=disabled"])
         run_train(cfg)
         rows = [json.loads(line) for line in (Path(tmp) / cfg.run_name / "metrics.jsonl").read_text().splitlines()]
     # the first step pays for warm-up (worker start, first forward): report the rest when there is a rest

@@ -8,73 +8,51 @@ and logs the report to W&B.  Every agent plays the same seeds, so comparisons ar
 from __future__ import annotations
 
 import json
-import random
 import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
 from replicalab.models import EpisodeLog
-from training.eval_config import EvaluationConfig
-from training.metrics import episode_metrics
-from training.model_config import SamplingConfig
-from training.records import EpisodeJob
+from replicalab.scenarios import cells
+from replicalab.seats import MODEL, parse_seat
+from training.config.eval import EvalConfig
+from training.config.model import SamplingConfig
+from training.eval.metrics import episode_metrics
+from training.eval.stats import bootstrap_ci
+from training.rollout.records import EpisodeJob, episode_jobs
 
-CI_LEVEL = 0.95
 ORACLE = "scripted:oracle"
 
 
-def bootstrap_ci(values: Sequence[float], samples: int = 2000, seed: int = 0,
-                 strata: Sequence[Any] | None = None) -> list[float]:
-    """Percentile bootstrap interval of the mean at CI_LEVEL.
-
-    With ``strata`` (one label per value) each resample draws within every stratum as many values as it
-    holds, as the evaluation design does (a fixed number of seeds per template x difficulty cell), so the
-    interval reflects seed-to-seed variation, not a random mix of easy and hard cells."""
-    if not values:
-        return [float("nan"), float("nan")]
-    if strata is not None and len(strata) != len(values):
-        raise ValueError(f"{len(strata)} strata labels for {len(values)} values")
-    groups: dict[Any, list[float]] = {}
-    for label, value in zip(strata if strata is not None else [None] * len(values), values):
-        groups.setdefault(label, []).append(value)
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(sum(rng.choices(g, k=len(g))) for g in groups.values()) / n for _ in range(samples))
-    tail = (1 - CI_LEVEL) / 2
-    return [means[int(tail * (samples - 1))], means[int((1 - tail) * (samples - 1))]]
-
-
 def agent_model_dir(spec: str) -> str | None:
-    if spec.startswith("scripted:"):
+    """Where a ``model:`` agent loads from (``model:default`` resolved); None for a scripted agent."""
+    seat = parse_seat("scientist", spec)
+    if seat.kind != MODEL:
         return None
-    return spec[len("model:"):] if spec.startswith("model:") else spec
+    from training.model.default import resolve_model
+
+    return resolve_model(seat.arg)
 
 
 def heldout_slice(episodes: int, templates: Sequence[str], difficulties: Sequence[str]) -> list[EpisodeJob]:
     """``episodes`` Scientist jobs spread over the cells, from the start of HELDOUT_SEEDS."""
     from replicalab import HELDOUT_SEEDS
 
-    cells = [(t, d) for t in templates for d in difficulties]
-    return [EpisodeJob(job_id=i, seed=HELDOUT_SEEDS[i], template=cells[i % len(cells)][0],
-                       difficulty=cells[i % len(cells)][1], role="scientist") for i in range(episodes)]
+    grid = cells(templates, difficulties)
+    return episode_jobs(grid, HELDOUT_SEEDS[: -(-episodes // len(grid))], limit=episodes)
 
 
-def jobs_for(cfg: EvaluationConfig) -> list[EpisodeJob]:
-    cells = [(t, d, s) for t, d in cfg.cells for s in cfg.seeds]
-    return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="scientist") for i, (t, d, s) in enumerate(cells)]
-
-
-def decoding(cfg: EvaluationConfig) -> SamplingConfig:
+def decoding(cfg: EvalConfig) -> SamplingConfig:
     """Greedy unless ``cfg.temperature`` is set (then plain sampling at that temperature)."""
     if cfg.temperature is None:
         return SamplingConfig(do_sample=False, max_new_tokens=cfg.max_new_tokens)
     return SamplingConfig(do_sample=True, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
 
 
-def play_agent(spec: str, cfg: EvaluationConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
+def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
     """Every job's EpisodeLog with ``spec`` in the Scientist seat (models decode as ``decoding(cfg)``)."""
-    from training.rollout_backends import make_backend
-    from training.rollout_core import load_frozen, play_jobs
+    from training.rollout.backends import make_backend
+    from training.rollout.play import load_frozen, play_jobs
 
     sampling = decoding(cfg)
     model_dir = agent_model_dir(spec)
@@ -109,7 +87,7 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
     }
 
 
-def build_report(cfg: EvaluationConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
+def build_report(cfg: EvalConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
     oracle = played[ORACLE]
     report: dict[str, Any] = {"split": cfg.split, "seeds": cfg.seeds, "lab_manager": cfg.lab_manager,
                               "decoding": decoding(cfg).model_dump(), "sampling_seed": cfg.sampling_seed,
@@ -127,13 +105,13 @@ def build_report(cfg: EvaluationConfig, played: dict[str, list[EpisodeLog]]) -> 
     return report
 
 
-def run_eval(cfg: EvaluationConfig, *, progress: bool = True) -> dict[str, Any]:
-    from training.metrics import RunLogger
-    from training.report import plot_report, report_markdown
+def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
+    from training.eval.report import plot_report, report_markdown
+    from training.tracking import RunLogger
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = jobs_for(cfg)
+    jobs = episode_jobs(cfg.cells, cfg.seeds)
     played: dict[str, list[EpisodeLog]] = {}
     for spec in dict.fromkeys([*cfg.agents, ORACLE]):
         if progress:

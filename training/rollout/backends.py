@@ -11,7 +11,7 @@ Every backend has the same three calls::
 reproducible for a given worker count, and a shard re-run after a fault replays the same episodes.
 
 ``InProcessBackend`` plays in the calling process.  ``RayBackend`` keeps a pool of ``RolloutWorker``
-actors (``training.rollout_worker``), each owning a policy copy and its frozen opponents; weights are
+actors (``training.rollout.worker``), each owning a policy copy and its frozen opponents; weights are
 put into the object store once per version and every worker loads them.  ``collect`` splits the jobs
 into contiguous shards (one per worker, GRPO groups kept whole when that costs little balance), runs
 them concurrently and gathers the records by ``job_id``.
@@ -28,8 +28,8 @@ import logging
 import os
 from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
-from training.model_config import SamplingConfig
-from training.records import EpisodeJob, RolloutRecord
+from training.config.model import SamplingConfig
+from training.rollout.records import EpisodeJob, RolloutRecord
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +105,8 @@ class InProcessBackend:
                  frozen: Optional[Sequence[str]] = None) -> None:
         import torch
 
-        from training.policy import PolicyModel
-        from training.rollout_core import load_frozen
+        from training.rollout.play import load_frozen
+        from training.rollout.policy import PolicyModel
 
         if torch_threads is not None:
             torch.set_num_threads(torch_threads)
@@ -128,7 +128,7 @@ class InProcessBackend:
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs``; one record per job, in job order."""
-        from training.rollout_core import play_jobs
+        from training.rollout.play import play_jobs
 
         check_unique_job_ids(jobs)
         if not jobs:
@@ -191,7 +191,7 @@ class RayBackend:
 
     # -- workers ---------------------------------------------------------------------------------
     def _spawn(self) -> Any:
-        from training.rollout_worker import make_worker
+        from training.rollout.worker import make_worker
 
         self._spawned += 1
         worker = make_worker(name=f"ray-{self._spawned - 1}", **self._spec)

@@ -14,17 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.config import TrainConfig, latest_checkpoint, save_resolved
+from training.config.loading import save_resolved
+from training.config.train import TrainConfig
+from training.trainer.checkpoints import latest_checkpoint
 
 FINAL_DIR = "final"
-
-
-def resolve_model_dir(name: str) -> str:
-    if name == "default":
-        from training.default_model import resolve_default_model
-
-        return str(resolve_default_model())
-    return name
 
 
 def _device(cfg: TrainConfig) -> str:
@@ -40,9 +34,10 @@ def _device(cfg: TrainConfig) -> str:
 def run_train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     """Train per ``cfg``; return the end-of-run summary."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from training.grpo import build_trainer
-    from training.metrics import RunLogger
-    from training.rollout_backends import make_backend
+    from training.model.default import resolve_model
+    from training.rollout.backends import make_backend
+    from training.tracking import RunLogger
+    from training.trainer.grpo import build_trainer
 
     run_dir = cfg.run_dir
     checkpoint = latest_checkpoint(cfg.checkpoints_dir) if resume else None
@@ -53,7 +48,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, run_dir)
     device = _device(cfg)
-    model_dir = resolve_model_dir(cfg.model)
+    model_dir = resolve_model(cfg.model)
     frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
     backend = make_backend(
         cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,

@@ -19,12 +19,17 @@ from typing import Any, Optional
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-from training.model_config import DEFAULT_MODEL_DIRNAME, DEFAULT_MODEL_ENV, DefaultModelConfig
-from training.sft import run_sft, tokenize_example
-from training.tokenizer_build import save_and_verify, train_tokenizer
+from replicalab.seats import DEFAULT_MODEL
+from training.config.model import (
+    DEFAULT_MODEL_DIRNAME,
+    DEFAULT_MODEL_ENV,
+    DefaultModelConfig,
+)
+from training.model.card import BUILD_INFO_FILE, model_card
+from training.model.sft import run_sft, tokenize_example
+from training.model.tokenizer import save_and_verify, train_tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BUILD_INFO_FILE = "build_info.json"
 #: Completion tokens the context must hold beyond the longest training prompt.
 MIN_COMPLETION_ROOM = 64
 
@@ -41,6 +46,15 @@ def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool =
     if not (target / "config.json").exists():
         build_default_model(target, progress=progress)
     return target
+
+
+def resolve_model(name: str) -> str:
+    """Where to load a model from: ``default`` is the embedded default (built on first use), an existing
+    local path is expanded, anything else is passed on as a Hugging Face id."""
+    if name == DEFAULT_MODEL:
+        return str(resolve_default_model())
+    local = Path(name).expanduser()
+    return str(local) if local.exists() else name
 
 
 def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: int) -> Qwen2ForCausalLM:
@@ -64,7 +78,7 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
     torch.manual_seed(cfg.sft.seed)
     model = Qwen2ForCausalLM(config)
     if arch.copy_circuit:
-        from training.copy_circuit import wire_copy_circuit
+        from training.model.copy_circuit import wire_copy_circuit
 
         wire_copy_circuit(model, seed=cfg.sft.seed, copy_scale=arch.copy_scale)
     model.generation_config = GenerationConfig(
@@ -81,7 +95,10 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     The build writes into a sibling scratch directory and renames it at the end, so an interrupted
     build never leaves a half-written checkpoint behind.
     """
-    from training.sft_data import collect_transcripts, example_texts  # needs the game package
+    from training.model.sft_data import (  # needs the game package
+        collect_transcripts,
+        example_texts,
+    )
 
     cfg = cfg or DefaultModelConfig()
     out = Path(out_dir).expanduser().resolve()
@@ -147,7 +164,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         "torch": torch.__version__,
     }
     if cfg.architecture.copy_circuit:
-        from training.copy_circuit import circuit_sizes
+        from training.model.copy_circuit import circuit_sizes
 
         info["copy_circuit"] = circuit_sizes(model.config)
     (scratch / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
@@ -165,7 +182,11 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
     """(role, example): one whole-chat example per recorded seat and episode (both seats interleaved),
     plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)
     and ``decision_turn_repeats`` of every Scientist turn that answers a move to another technique."""
-    from training.sft_data import conversation_example, follows_technique_move, turn_example
+    from training.model.sft_data import (
+        conversation_example,
+        follows_technique_move,
+        turn_example,
+    )
 
     out: list[tuple[str, dict]] = []
     for i in range(max(len(scientist), len(lab_manager))):
@@ -192,99 +213,3 @@ def _say(progress: bool, text: str) -> None:
         print(text, flush=True)
 
 
-def record_evaluation(model_dir: Path | str, evaluation: Any) -> None:
-    """Store a ``training.model_eval.ModelEvaluation`` in ``build_info.json`` and the model card."""
-    model_dir = Path(model_dir)
-    info = json.loads((model_dir / BUILD_INFO_FILE).read_text())
-    info["evaluation"] = evaluation.model_dump(mode="json")
-    (model_dir / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
-    (model_dir / "README.md").write_text(model_card(info))
-
-
-def _seat_row(seat: str, opponent: str, r: dict[str, Any], baseline: str) -> str:
-    parsed = r["model_turns"] - r["parse_failures"]
-    return (f"| {seat} | {opponent} | {r['parse_rate']:.1%} ({parsed}/{r['model_turns']}) | "
-            f"{r['valid_turn_rate']:.1%} | {r['mean_reward']:.3f} | {baseline} {r['baseline_mean_reward']:.3f} |")
-
-
-def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
-    if not ev:
-        return ["Not evaluated yet (`replicalab build-default-model` evaluates after building).", ""]
-    sci, lab = ev["scientist"], ev["lab_manager"]
-    seeds = ev["seeds"]
-    return [
-        f"Greedy decoding (max_new_tokens {ev['max_new_tokens']}), `training.model_eval.evaluate_model_seats` on "
-        f"held-out seeds {seeds[0]}..{seeds[-1]} x every template x every difficulty "
-        f"({sci['episodes']} episodes per seat), rollouts by `training.rollout_core.play_jobs`:",
-        "",
-        "| seat | opponent | parse rate | valid turns | mean reward | baseline on the same episodes |",
-        "|---|---|---|---|---|---|",
-        _seat_row("Scientist", "scripted Lab Manager", sci, "NaiveScientist"),
-        _seat_row("Lab Manager", "AdaptiveScientist", lab, "scripted Lab Manager"),
-        "",
-        "Scientist mean reward by difficulty: "
-        + ", ".join(f"{d} {r:.3f}" for d, r in sci["mean_reward_by_difficulty"].items()) + ".",
-        "",
-    ]
-
-
-def model_card(info: dict[str, Any]) -> str:
-    """The checkpoint's README.md: how it was made and, once evaluated, how it plays."""
-    cfg, tr, sft = info["config"], info["transcripts"], info["sft"]
-    seeds = tr["seeds"]
-    arch = cfg["architecture"]
-    return "\n".join([
-        "# ReplicaLab embedded default model",
-        "",
-        "A tiny Qwen2-architecture causal LM with a byte-level BPE tokenizer, both built locally from",
-        "`training.model_config.DefaultModelConfig` (no hub download) by `training.default_model.build_default_model`,",
-        "then warm-started by supervised fine-tuning (TRL `SFTTrainer` via `training.sft.run_sft`: a language-model",
-        "phase, then loss on the assistant turns only) on transcripts of ReplicaLab's scripted agents. It plays either",
-        "seat: the system prompt says which role it has.",
-        "",
-        "## Architecture",
-        f"- parameters: {info['parameters']:,}; vocabulary: {info['vocab_size']} tokens "
-        f"(`<|endoftext|>` pads, `<|im_end|>` ends a turn and is the only stop token)",
-        f"- {json.dumps(arch)}",
-        "- chat template: `<|im_start|>role\\ncontent<|im_end|>` per message",
-        f"- tokenizer: BPE (at most {cfg['vocab_size']} tokens) plus whole JSON tokens seen at least "
-        f"{cfg['json_token_min_frequency']} times (`\"controls\":[`, `,\"hela_cells\"`, `co2_incubator`) and the "
-        f"integers 0..{max(cfg['number_tokens'] - 1, 0)}, so protocol fields copy token for token",
-        *([f"- copy circuit: layers 0-1 start as a previous-token head + induction head "
-           f"(`training.copy_circuit`; {info.get('copy_circuit', {})})"] if arch.get("copy_circuit") else []),
-        "",
-        "## Data",
-        f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
-        "from `TRAIN_SEEDS` only) x every template x every difficulty",
-        f"- Scientist seat: `AdaptiveScientist`, `ReaderScientist` in {tr.get('reader_episodes', 0)} episodes "
-        f"and `NaiveScientist` in {tr['naive_episodes']}; the Scientist seat learns from the "
-        f"{', '.join(cfg.get('scientist_transcripts', ('adaptive', 'reader')))} episodes, the Lab Manager seat "
-        "(`ScriptedLabManager`) from all of them",
-        f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
-        "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
-        "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "
-        "assistant turn, plus extra copies of each Scientist opening turn "
-        f"({cfg['scientist_first_turn_repeats']}) and of each Scientist turn that answers a move to another "
-        f"technique ({cfg.get('scientist_decision_turn_repeats', 0)})",
-        f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
-        f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
-        f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_recorded']:.3f}",
-        "",
-        "## Training",
-        f"- SFT hyperparameters: {json.dumps(cfg['sft'])}",
-        *(f"- phase {i + 1} ({p.get('loss') or ('assistant-turn loss' if p['completion_only'] else 'loss on all tokens')}): "
-          f"{p['steps']} optimizer steps in {p['seconds']:.0f}s, mean training loss {p['mean_loss']:.4f}"
-          for i, p in enumerate(info["sft_phases"])),
-        f"- total build time {info['build_seconds']:.0f}s wall, {info['cpu_seconds']:.0f}s CPU, "
-        f"{cfg['torch_threads']} torch threads (torch {info['torch']})",
-        "",
-        "## Evaluation",
-        *_evaluation_lines(info.get("evaluation")),
-        "## Use",
-        "```python",
-        "from training.policy import PolicyModel",
-        "policy = PolicyModel('<this directory>')",
-        "```",
-        "or `replicalab play --scientist model:<this directory>`.",
-        "",
-    ])

@@ -11,7 +11,8 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from training.config import load_config, load_train_config
+from training.config.loading import load_config
+from training.config.train import load_train_config
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 

@@ -19,9 +19,14 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
-from training.model_config import SamplingConfig
+from training.config.model import SamplingConfig
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Measure a policy model in both seats on given seeds: parse rates and mean rewards vs baselines.
 
-``evaluate_model_seats`` plays the model with ``training.rollout_core.play_jobs`` -- the rollout code
+``evaluate_model_seats`` plays the model with ``training.rollout.play.play_jobs`` -- the rollout code
 of training, append-only chats included -- as Scientist against the scripted Lab Manager, and as
 Lab Manager against ``AdaptiveScientist``, on every seed x template x difficulty, with greedy
 decoding.  Per seat it reports the share of model turns that parse into a valid action
@@ -19,16 +19,18 @@ from typing import Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict
 
 from replicalab import DIFFICULTIES, TEMPLATES
-from training.model_agent import SeatRole, greedy_for
-from training.model_config import SamplingConfig
-from training.policy import PolicyModel
-from training.records import EpisodeJob, RolloutRecord
-from training.rollout_core import POLICY_SEAT, play_jobs
+from replicalab.scenarios import cells
+from replicalab.seats import POLICY, AgentRole
+from training.config.model import SamplingConfig
+from training.rollout.agent import greedy_for
+from training.rollout.play import play_jobs
+from training.rollout.policy import PolicyModel
+from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs
 
 #: The other seat of each evaluated seat: (scientist spec, lab manager spec).
 SEATS: dict[str, tuple[str, str]] = {
-    "scientist": (POLICY_SEAT, "scripted"),
-    "lab_manager": ("scripted:adaptive", POLICY_SEAT),
+    "scientist": (POLICY, "scripted"),
+    "lab_manager": ("scripted:adaptive", POLICY),
 }
 
 
@@ -37,7 +39,7 @@ class SeatReport(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    role: SeatRole
+    role: AgentRole
     episodes: int
     model_turns: int
     parse_failures: int
@@ -64,18 +66,11 @@ class ModelEvaluation(BaseModel):
     seconds: float
 
 
-def episode_jobs(seeds: Iterable[int], role: SeatRole, templates: Optional[Sequence[str]] = None,
-                 difficulties: Optional[Sequence[str]] = None) -> list[EpisodeJob]:
-    """Every seed x template x difficulty as a job for ``role``'s seat."""
-    cells = [(s, t, d) for s in seeds for t in (templates or TEMPLATES) for d in (difficulties or DIFFICULTIES)]
-    return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role=role) for i, (s, t, d) in enumerate(cells)]
-
-
 def _mean_reward(records: Sequence[RolloutRecord]) -> float:
     return mean(r.log.total_reward for r in records) if records else 0.0
 
 
-def seat_report(role: SeatRole, records: Sequence[RolloutRecord], baseline_name: str,
+def seat_report(role: AgentRole, records: Sequence[RolloutRecord], baseline_name: str,
                 baseline_mean: float) -> SeatReport:
     """Summarise the rollouts of the model in ``role`` (records of ``play_jobs``)."""
     trajectories = [r.trajectory for r in records if r.trajectory is not None]
@@ -132,7 +127,7 @@ def evaluate_model_seats(
     baselines = {"scientist": ("NaiveScientist", "scripted:naive"),
                  "lab_manager": ("ScriptedLabManager (vs Adaptive)", "scripted:adaptive")}
     for role, (scientist, lab_manager) in SEATS.items():
-        jobs = episode_jobs(seeds, role, templates, difficulties)  # type: ignore[arg-type]
+        jobs = episode_jobs(cells(templates or TEMPLATES, difficulties or DIFFICULTIES), seeds, role)
         records = _play(policy, jobs, scientist, lab_manager, sampling, batch_size)
         name, spec = baselines[role]
         baseline = _mean_reward(_play(None, jobs, spec, "scripted", sampling, batch_size))

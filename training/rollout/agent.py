@@ -2,15 +2,14 @@
 
 ``ModelAgent`` is an ordinary agent (observation -> action, or ``InvalidAction`` when the model's
 text does not parse), so it plugs into ``run_episode`` and ``replicalab play``.  It plays its seat
-exactly like a model seat of ``training.rollout_core.play_jobs`` (training and evaluation): an
+exactly like a model seat of ``training.rollout.play.play_jobs`` (training and evaluation): an
 append-only ``RoleChat`` per episode and generation from the exact token ids of the trajectory so
 far.  For many episodes at once, use ``play_jobs`` (one batched generation per step).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from replicalab.models import (
     InvalidAction,
@@ -22,22 +21,18 @@ from replicalab.models import (
 )
 from replicalab.parsing import parse_action
 from replicalab.prompts import RoleChat
-from training.model_config import SamplingConfig
-from training.policy import Generation, PolicyModel
-from training.rollout_core import CONTEXT_EXHAUSTED, ModelSeat, record_turn, seat_prompt
+from replicalab.seats import MODEL, AgentRole, parse_seat
+from training.config.model import SamplingConfig
+from training.rollout.play import CONTEXT_EXHAUSTED, ModelSeat, record_turn, seat_prompt
+from training.rollout.policy import Generation, PolicyModel
 
-SeatRole = Literal["scientist", "lab_manager"]
 RoleObservation = Union[ScientistObservation, LabManagerObservation]
 AgentAction = Union[ScientistAction, LabManagerAction, InvalidAction]
-#: Prefix of agent specs that name a model checkpoint (``model:DIR``, ``model:default``).
-MODEL_SPEC_PREFIX = "model:"
-#: Spec value that means the embedded default model (built on first use).
-DEFAULT_SPEC_VALUE = "default"
 #: Deterministic decoding for play and evaluation.
 GREEDY = SamplingConfig(do_sample=False)
 
 
-def _role_view(observation: Any, role: SeatRole) -> RoleObservation:
+def _role_view(observation: Any, role: AgentRole) -> RoleObservation:
     """Accept either the role's observation or the two-view ``Observation`` wrapper."""
     if isinstance(observation, Observation):
         view = observation.scientist if role == "scientist" else observation.lab_manager
@@ -55,10 +50,10 @@ class ModelAgent:
     A turn whose prompt no longer fits the context window is an ``InvalidAction`` (as in rollouts).
     """
 
-    def __init__(self, policy: PolicyModel, role: SeatRole,
+    def __init__(self, policy: PolicyModel, role: AgentRole,
                  sampling: Optional[SamplingConfig] = None) -> None:
         self.policy = policy
-        self.role: SeatRole = role
+        self.role: AgentRole = role
         self.sampling = sampling or policy.sampling
         self.seat = ModelSeat()
         self.generations: list[Generation] = []
@@ -81,25 +76,19 @@ class ModelAgent:
         return action
 
 
-def load_agent_spec(spec: str, role: SeatRole, *, sampling: Optional[SamplingConfig] = None,
+def load_agent_spec(spec: str, role: AgentRole, *, sampling: Optional[SamplingConfig] = None,
                     device: str = "auto") -> Callable[[], ModelAgent]:
     """Parse ``"model:DIR"`` (or ``"model:default"``) into a factory of fresh ``ModelAgent``s.
 
     The checkpoint is loaded once; each call of the factory returns a new agent sharing it.
     Decoding is greedy unless ``sampling`` says otherwise.  Other specs raise ``ValueError``.
     """
-    if not spec.startswith(MODEL_SPEC_PREFIX):
-        raise ValueError(f"not a model agent spec (expected 'model:DIR'): {spec!r}")
-    target = spec[len(MODEL_SPEC_PREFIX):].strip()
-    if not target:
-        raise ValueError("model agent spec needs a directory or model id: 'model:DIR'")
-    if target == DEFAULT_SPEC_VALUE:
-        from training.default_model import resolve_default_model
+    seat = parse_seat(role, spec)
+    if seat.kind != MODEL:
+        raise ValueError(f"not a model seat (expected 'model:DIR'): {spec!r}")
+    from training.model.default import resolve_model
 
-        target = str(resolve_default_model())
-    elif Path(target).expanduser().exists():
-        target = str(Path(target).expanduser())
-    policy = PolicyModel(target, device=device)
+    policy = PolicyModel(resolve_model(seat.arg), device=device)
     chosen = sampling or greedy_for(policy)
     policy.sampling = chosen
     return lambda: ModelAgent(policy, role, chosen)

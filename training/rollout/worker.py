@@ -1,6 +1,6 @@
 """``RolloutWorker``: one Ray actor that owns a policy copy, its frozen opponents and its environments.
 
-The driver (``training.rollout_backends.RayBackend``) broadcasts weights with a version number and
+The driver (``training.rollout.backends.RayBackend``) broadcasts weights with a version number and
 sends each worker a contiguous shard of ``EpisodeJob``s; the worker plays them with ``play_jobs`` and
 returns picklable ``RolloutRecord``s tagged with the weights version that produced them.
 
@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import ray
 
-from training.records import EpisodeJob, RolloutRecord
+from training.rollout.records import EpisodeJob, RolloutRecord
 
 #: Environment every worker sets before importing transformers (no hub, no tokenizer threads).
 WORKER_ENV: dict[str, str] = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -39,8 +39,8 @@ class RolloutWorkerImpl:
             os.environ.setdefault(key, value)
         import torch
 
-        from training.policy import PolicyModel
-        from training.rollout_core import load_frozen
+        from training.rollout.play import load_frozen
+        from training.rollout.policy import PolicyModel
 
         torch.set_num_threads(torch_threads)
         self.name = name
@@ -72,7 +72,7 @@ class RolloutWorkerImpl:
 
     def collect(self, jobs: Sequence[EpisodeJob], sampling: Any = None) -> list[RolloutRecord]:
         """Play ``jobs`` (with ``sampling``, default the worker's) and return one record per job, in order."""
-        from training.rollout_core import play_jobs
+        from training.rollout.play import play_jobs
 
         records = play_jobs(self.policy, jobs, **self.seats, sampling=sampling or self.sampling,
                             max_rounds=self.max_rounds, frozen=self.frozen,

@@ -1,6 +1,6 @@
 """Rollout throughput: in-process and Ray backends against plain batched generation.
 
-    python -m training.bench_rollout [--episodes 64] [--max-new-tokens 96] [--model DIR]
+    python -m training.bench.rollout [--episodes 64] [--max-new-tokens 96] [--model DIR]
 
 Every configuration plays the same jobs (Scientist seat = the policy, scripted Lab Manager, greedy
 decoding so every run generates the same tokens) with one torch thread per process:
@@ -34,10 +34,11 @@ from typing import Any, Optional, Sequence
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS  # noqa: E402
-from training.model_config import SamplingConfig  # noqa: E402
-from training.records import EpisodeJob, RolloutRecord  # noqa: E402
-from training.rollout_backends import RAY_ENV, InProcessBackend, RayBackend  # noqa: E402
+from replicalab import TRAIN_SEEDS  # noqa: E402
+from replicalab.scenarios import cells
+from training.config.model import SamplingConfig  # noqa: E402
+from training.rollout.backends import RAY_ENV, InProcessBackend, RayBackend  # noqa: E402
+from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs  # noqa: E402
 
 #: 64 keeps the two-worker bound near 2.5 s on 2 cores, so a few hundred ms of Ray scheduling stays a small
 #: share of it (at 16 the overhead and scaling figures move by several points between runs).
@@ -62,10 +63,9 @@ REPLAY_TIMEOUT_S = 600.0
 
 
 def bench_jobs(episodes: int, seed_offset: int = 0) -> list[EpisodeJob]:
-    """``episodes`` Scientist jobs on distinct training seeds, cycling templates and difficulties."""
-    return [EpisodeJob(job_id=i, seed=TRAIN_SEEDS[seed_offset + i], template=TEMPLATES[i % len(TEMPLATES)],
-                       difficulty=DIFFICULTIES[(i // len(TEMPLATES)) % len(DIFFICULTIES)],
-                       role="scientist", group=i) for i in range(episodes)]
+    """``episodes`` Scientist jobs on training seeds, every cell per seed."""
+    grid = cells()
+    return episode_jobs(grid, TRAIN_SEEDS[seed_offset: seed_offset - (-episodes // len(grid))], limit=episodes)
 
 
 def model_tokens(records: Sequence[RolloutRecord]) -> int:
@@ -185,7 +185,7 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
     import torch
 
     if model_dir is None:
-        from training.default_model import resolve_default_model
+        from training.model.default import resolve_default_model
 
         model_dir = str(resolve_default_model())
     sampling = SamplingConfig(do_sample=sample, seed=0 if sample else None, max_new_tokens=max_new_tokens)
@@ -227,7 +227,7 @@ class _HalfReplayer:
     def __init__(self, model_dir: str, sampling: SamplingConfig) -> None:
         import torch
 
-        from training.policy import PolicyModel
+        from training.rollout.policy import PolicyModel
 
         torch.set_num_threads(1)
         self.policy = PolicyModel(model_dir, sampling=sampling, device="cpu")

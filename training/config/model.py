@@ -56,10 +56,10 @@ class ArchitectureConfig(BaseModel):
     head_dim: Optional[int] = Field(default=None, ge=8)
     max_position_embeddings: int = Field(default=4096, ge=64)
     #: Huge by default: rotary positions barely rotate, so attention matches tokens by content (the copy
-    #: head of ``training.copy_circuit`` needs that); the causal mask still orders the sequence.
+    #: head of ``training.model.copy_circuit`` needs that); the causal mask still orders the sequence.
     rope_theta: float = Field(default=1e9, gt=0.0)
     tie_word_embeddings: bool = True
-    #: Initialise a copy (induction) circuit into layers 0-1 (``training.copy_circuit``).
+    #: Initialise a copy (induction) circuit into layers 0-1 (``training.model.copy_circuit``).
     copy_circuit: bool = True
     #: Size of the circuit's copied embedding relative to an embedding: the larger, the more a copy
     #: outweighs what the later layers add, so a rarely seen token is still copied as itself.
@@ -125,7 +125,7 @@ class DefaultModelConfig(BaseModel):
 
     vocab_size: int = Field(default=2048, ge=300)
     tokenizer_min_frequency: int = Field(default=2, ge=1)
-    #: Add whole JSON tokens seen at least this often (0: BPE only); see ``training.tokenizer_build``.
+    #: Add whole JSON tokens seen at least this often (0: BPE only); see ``training.model.tokenizer``.
     json_token_min_frequency: int = Field(default=2, ge=0)
     #: Add the integers ``0 .. number_tokens - 1`` as single tokens (0: digits stay BPE pieces).
     number_tokens: int = Field(default=256, ge=0)

@@ -19,10 +19,11 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from training.config import CHECKPOINTS_DIRNAME, TrainConfig, train_rows
-from training.grad_guard import NonFiniteGradGuard
-from training.metrics import RunLogger, episode_metrics
-from training.records import EpisodeJob, RolloutRecord
+from training.config.train import CHECKPOINTS_DIRNAME, TrainConfig, train_rows
+from training.eval.metrics import episode_metrics
+from training.rollout.records import EpisodeJob, RolloutRecord
+from training.tracking import RunLogger
+from training.trainer.grad_guard import NonFiniteGradGuard
 
 REWARD_KEY = "judge_total"
 STEP_SEED_STRIDE = 1_000_003
@@ -88,7 +89,7 @@ class EpisodeRollouts:
 def _step_timing(records: Sequence[RolloutRecord], sync_s: float, rollout_s: float) -> dict[str, float]:
     """Split the rollout's wall time into generation and environment (incl. parsing and Ray) by the
     workers' own share of time spent inside generation."""
-    shards = {(r.worker, r.extra.get("total_s")): r.extra for r in records if r.extra}
+    shards = {(r.worker, r.timing.get("total_s")): r.timing for r in records if r.timing}
     total = sum(x["total_s"] for x in shards.values()) or 1.0
     share = sum(x["generate_s"] for x in shards.values()) / total
     return {"time/weight_sync_s": sync_s, "time/rollout_s": rollout_s, "time/generation_s": rollout_s * share,
@@ -107,17 +108,17 @@ def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
 
 
 class HeldoutEvalCallback(TrainerCallback):
-    """Every ``eval.every_steps`` steps: the current weights as the Scientist on a small held-out slice
+    """Every ``validation.every_steps`` steps: the current weights as the Scientist on a small held-out slice
     (same seeds each time), logged as ``heldout/*``.  Evaluation only: no gradient sees these episodes."""
 
     def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
-        from training.evaluate import heldout_slice
+        from training.eval.run import heldout_slice
 
         self.backend, self.cfg, self.logger = backend, cfg, logger
-        self.jobs = heldout_slice(cfg.eval.episodes, cfg.data.templates, cfg.data.difficulties)
+        self.jobs = heldout_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        every = self.cfg.eval.every_steps
+        every = self.cfg.validation.every_steps
         if not every or state.global_step % every or "scientist" not in self.cfg.seats.trained_roles:
             return
         self.backend.set_weights(model_state_numpy(model), state.global_step)

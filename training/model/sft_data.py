@@ -1,7 +1,7 @@
 """Supervised transcripts of the scripted agents, in the append-only chat format of rollouts.
 
 Recording wrappers sit around the scripted agents of real episodes.  Each recorded seat keeps a
-``replicalab.prompts.RoleChat``, exactly as ``training.rollout_core.play_jobs`` does for a model
+``replicalab.prompts.RoleChat``, exactly as ``training.rollout.play.play_jobs`` does for a model
 seat, and every turn becomes ``{"prompt": chat.next_prompt(obs), "completion": [assistant:
 format_action(action)]}`` before the reply is appended with ``chat.add_reply``.  So the prompt of turn
 k is turn k-1's prompt + its assistant reply + a follow-up user message, and a seat's last example
@@ -15,13 +15,20 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, generate_scenario, run_episode
+from replicalab import (
+    TRAIN_SEEDS,
+    ReplicaLabEnv,
+    generate_scenario,
+    run_episode,
+)
 from replicalab.agents import SCRIPTED_SCIENTISTS
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
 from replicalab.render import suggestion_in
+from replicalab.scenarios import cells
+from training.rollout.records import episode_jobs
 
 Example = dict[str, list[dict[str, str]]]
 #: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
@@ -71,10 +78,8 @@ def train_seeds(n_seeds: int) -> list[int]:
 
 def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
     """(seed, template, difficulty) for every training seed x template x difficulty."""
-    for seed in train_seeds(n_seeds):
-        for template in TEMPLATES:
-            for difficulty in DIFFICULTIES:
-                yield seed, template, difficulty
+    for job in episode_jobs(cells(), train_seeds(n_seeds)):
+        yield job.seed, job.template, job.difficulty
 
 
 #: The scripted Scientists whose episodes make up the transcripts.

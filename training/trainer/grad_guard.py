@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import torch
 from transformers import TrainerCallback
 
-from training.config import latest_checkpoint
+from training.trainer.checkpoints import latest_checkpoint
 
 log = logging.getLogger(__name__)
 

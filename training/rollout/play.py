@@ -12,22 +12,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
-from replicalab.agents import SCRIPTED_SCIENTISTS as SCRIPTED_BY_NAME
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import EXTERNAL, episode_loop
 from replicalab.models import InvalidAction
 from replicalab.parsing import parse_action
 from replicalab.prompts import RoleChat
-from training.model_config import SamplingConfig
-from training.policy import Generation, PolicyModel
-from training.records import EpisodeJob, RoleTrajectory, RolloutRecord
+from replicalab.seats import (
+    MODEL_PREFIX,
+    POLICY,
+    SCRIPTED,
+    parse_seat,
+    scripted_scientist,
+)
+from training.config.model import SamplingConfig
+from training.rollout.policy import Generation, PolicyModel
+from training.rollout.records import EpisodeJob, RoleTrajectory, RolloutRecord
 
-POLICY_SEAT = "policy"
-MODEL_SEAT_PREFIX = "model:"
 CONTEXT_EXHAUSTED = "context window exhausted"
 REPLY_SENTINEL = "\u241eREPLY\u241e"
-#: Scientist seat value -> scripted Scientist name (plain ``scripted`` is the adaptive one).
-SCRIPTED_SCIENTISTS: dict[str, str] = {"scripted": "adaptive", **{f"scripted:{n}": n for n in SCRIPTED_BY_NAME}}
 
 
 @dataclass
@@ -35,7 +37,7 @@ class ModelSeat:
     """One model seat of one episode: its chat, its token sequence and what it generated.
 
     ``seat_prompt`` extends it with an observation, ``record_turn`` with the model's reply; the same
-    pair drives ``training.model_agent.ModelAgent``, so one-at-a-time play matches rollouts."""
+    pair drives ``training.rollout.agent.ModelAgent``, so one-at-a-time play matches rollouts."""
 
     chat: RoleChat = field(default_factory=RoleChat)
     prompt_ids: list[int] = field(default_factory=list)
@@ -54,20 +56,20 @@ class ModelSeat:
 
 def load_frozen(seat_specs: Iterable[str], device: str = "auto") -> dict[str, PolicyModel]:
     """Load every ``model:DIR`` seat once (frozen opponents)."""
+    from training.model.default import resolve_model
+
     return {
-        spec: PolicyModel(spec[len(MODEL_SEAT_PREFIX):], device=device)
-        for spec in set(seat_specs) if spec.startswith(MODEL_SEAT_PREFIX)
+        spec: PolicyModel(resolve_model(spec[len(MODEL_PREFIX):]), device=device)
+        for spec in set(seat_specs) if spec.startswith(MODEL_PREFIX)
     }
 
 
 def _scripted(spec: str, role: str, job: EpisodeJob):
-    if role == "lab_manager":
-        if spec != "scripted":
-            raise ValueError(f"unknown lab manager seat {spec!r}: use policy, scripted or model:DIR")
-        return None  # episode_loop seats the scripted Lab Manager
-    if spec not in SCRIPTED_SCIENTISTS:
-        raise ValueError(f"unknown scientist seat {spec!r}: use policy, {', '.join(SCRIPTED_SCIENTISTS)} or model:DIR")
-    return SCRIPTED_BY_NAME[SCRIPTED_SCIENTISTS[spec]](job.seed, job.template, job.difficulty)
+    """The scripted agent of a ``scripted`` seat (None for the Lab Manager: ``episode_loop`` seats it)."""
+    seat = parse_seat(role, spec)
+    if seat.kind != SCRIPTED:
+        raise ValueError(f"{role} seat {spec!r} is not scripted")
+    return scripted_scientist(seat.arg, job.seed, job.template, job.difficulty) if role == "scientist" else None
 
 
 def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:
@@ -125,16 +127,16 @@ def play_jobs(
 ) -> list[RolloutRecord]:
     """Play every job; return one RolloutRecord per job, in job order.
 
-    Each record's ``extra`` holds this call's ``generate_s`` (time inside model generation) and
+    Each record's ``timing`` holds this call's ``generate_s`` (time inside model generation) and
     ``total_s`` (the whole call), for the step-time breakdown."""
     start = time.perf_counter()
     generate_s = 0.0
     specs = {"scientist": scientist, "lab_manager": lab_manager}
     models: dict[str, PolicyModel] = dict(frozen or {})
-    if POLICY_SEAT in specs.values():
+    if POLICY in specs.values():
         if policy is None:
             raise ValueError("a seat is 'policy' but no policy model was given")
-        models[POLICY_SEAT] = policy
+        models[POLICY] = policy
     loops, pending, logs = [], {}, {}
     seats: list[dict[str, ModelSeat]] = []
     for i, job in enumerate(jobs):
@@ -142,7 +144,7 @@ def play_jobs(
         for role, spec in specs.items():
             if spec in models:
                 agents[role] = EXTERNAL
-            elif spec.startswith(MODEL_SEAT_PREFIX):
+            elif spec.startswith(MODEL_PREFIX):
                 raise ValueError(f"seat {spec!r} was not loaded; pass it in frozen=")
             else:
                 agents[role] = _scripted(spec, role, job)
@@ -178,14 +180,14 @@ def play_jobs(
 def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: int, worker: str,
             timing: dict) -> RolloutRecord:
     trajectory = None
-    if specs[job.role] == POLICY_SEAT:
+    if specs[job.role] == POLICY:
         s = seats[job.role]
         trajectory = RoleTrajectory(
             role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
             env_mask=s.env_mask, reward=log.total_reward, turns=s.turns, parse_failures=s.parse_failures,
         )
     return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker,
-                         extra=timing)
+                         timing=timing)
 
 
 def _advance(loops: list, index: int, action, pending: dict, logs: dict) -> None:

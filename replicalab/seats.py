@@ -1,0 +1,94 @@
+"""The one vocabulary of roles, seats and scripted Scientists, used by the game, every config and command.
+
+A *role* is a side of the negotiation: ``scientist`` or ``lab_manager``.  A *seat spec* says who plays a
+role, spelled the same in configs, on the command line and in workers:
+
+- ``policy`` -- the weights being trained (training only);
+- ``scripted`` -- the role's scripted agent (``ScriptedLabManager``; for the Scientist, ``scripted:adaptive``);
+- ``scripted:NAME`` -- a named scripted Scientist: ``naive``, ``adaptive``, ``reader``, ``oracle``, ``random``;
+- ``model:DIR`` -- a checkpoint directory or a Hugging Face id; ``model:default`` is the embedded default.
+
+``parse_seat`` is the only parser of these strings; it raises ``ValueError`` naming the valid values.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Literal, NamedTuple
+
+from replicalab.agents import SCRIPTED_SCIENTISTS as _SCRIPTED_FACTORIES
+from replicalab.models import ScientistAction, ScientistObservation
+
+AgentRole = Literal["scientist", "lab_manager"]
+#: The two roles, Scientist first (the order turns are taken in).
+ROLES: tuple[AgentRole, ...] = ("scientist", "lab_manager")
+SeatKind = Literal["policy", "scripted", "model"]
+POLICY = "policy"
+SCRIPTED = "scripted"
+MODEL = "model"
+MODEL_PREFIX = MODEL + ":"
+SCRIPTED_PREFIX = SCRIPTED + ":"
+#: ``model:default`` names the embedded default model (built on first use).
+DEFAULT_MODEL = "default"
+#: Every scripted Scientist by name.
+SCRIPTED_SCIENTISTS: tuple[str, ...] = tuple(_SCRIPTED_FACTORIES)
+#: The Scientist that plain ``scripted`` means.
+DEFAULT_SCRIPTED_SCIENTIST = "adaptive"
+#: Scripted Scientists that read the hidden reference: baselines only, never a training seat.
+PRIVILEGED_SCIENTISTS: tuple[str, ...] = ("oracle",)
+
+
+class Seat(NamedTuple):
+    """A parsed seat spec: ``kind`` and its argument (the scripted Scientist's name, ``""`` for the scripted
+    Lab Manager and for ``policy``, the model directory or id for ``model``)."""
+
+    kind: SeatKind
+    arg: str = ""
+
+    @property
+    def spec(self) -> str:
+        """The canonical spelling of this seat."""
+        if self.kind == POLICY or (self.kind == SCRIPTED and not self.arg):
+            return self.kind
+        return f"{self.kind}:{self.arg}"
+
+
+def seat_choices(role: str, *, training: bool = False) -> list[str]:
+    """The valid seat specs of ``role`` (``model:DIR`` standing for any model); ``training`` adds
+    ``policy`` and drops the privileged Scientists."""
+    names = [n for n in SCRIPTED_SCIENTISTS if not (training and n in PRIVILEGED_SCIENTISTS)]
+    scripted = [SCRIPTED_PREFIX + n for n in names] if role == "scientist" else [SCRIPTED]
+    return ([POLICY] if training else []) + scripted + [MODEL_PREFIX + "DIR", MODEL_PREFIX + DEFAULT_MODEL]
+
+
+def parse_seat(role: str, spec: str, *, training: bool = False) -> Seat:
+    """Parse ``spec`` for ``role``'s seat.  ``training=True`` is a training run's seat: ``policy`` is
+    allowed and the privileged Scientists are not.  Raises ValueError with the valid values."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; valid roles: {', '.join(ROLES)}")
+    spec = spec.strip() if isinstance(spec, str) else spec
+    valid = f"valid {role} seats: " + ", ".join(seat_choices(role, training=training))
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"empty {role} seat; {valid}")
+    if spec == POLICY and training:
+        return Seat(POLICY)
+    if spec == SCRIPTED:
+        return Seat(SCRIPTED, DEFAULT_SCRIPTED_SCIENTIST if role == "scientist" else "")
+    if spec.startswith(SCRIPTED_PREFIX):
+        name = spec[len(SCRIPTED_PREFIX):]
+        if role == "scientist" and name in SCRIPTED_SCIENTISTS and not (training and name in PRIVILEGED_SCIENTISTS):
+            return Seat(SCRIPTED, name)
+        raise ValueError(f"{role} seat {spec!r} is not a scripted agent here; {valid}")
+    if spec.startswith(MODEL_PREFIX) and spec[len(MODEL_PREFIX):].strip():
+        return Seat(MODEL, spec[len(MODEL_PREFIX):].strip())
+    hint = ""
+    if spec in SCRIPTED_SCIENTISTS:
+        hint = f" (did you mean {SCRIPTED_PREFIX}{spec}?)"
+    elif "/" in spec or spec.startswith("."):
+        hint = f" (a model is written {MODEL_PREFIX}{spec})"
+    raise ValueError(f"{role} seat {spec!r} is not a seat{hint}; {valid}")
+
+
+def scripted_scientist(name: str, seed: int, template: str,
+                       difficulty: str) -> Callable[[ScientistObservation], ScientistAction]:
+    """A fresh scripted Scientist ``name`` for one episode (the oracle reads that episode's scenario)."""
+    return _SCRIPTED_FACTORIES[name](seed, template, difficulty)

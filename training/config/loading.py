@@ -1,0 +1,69 @@
+"""Config loading: pydantic defaults, deep-merged with a YAML mapping, then ``a.b.c=value`` overrides.
+
+Every entry point's config (``TrainConfig``, ``EvalConfig``, ``SweepConfig``, ``DefaultModelConfig``) is
+loaded here: an unknown key anywhere fails with the valid keys of its level; ``save_resolved`` writes the
+resolved config next to a run, and loading that file back gives an equal config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence, TypeVar
+
+import yaml
+from pydantic import BaseModel
+
+#: File name of the resolved config inside a run directory.
+RESOLVED_CONFIG_NAME = "config.yaml"
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be applied (unknown key, malformed override, not a mapping)."""
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any], where: str, source: str) -> None:
+    """Deep-merge ``update`` into ``base`` in place; a key unknown to ``base`` fails."""
+    for key, value in update.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in base:
+            level = f"under '{where}'" if where else "at the top level"
+            raise ConfigError(f"unknown key '{path}' in {source}; valid keys {level}: {', '.join(base)}")
+        if isinstance(base[key], dict) and base[key] and isinstance(value, dict):
+            # a nested config section (its dump is never empty); an empty default is a free-form mapping
+            _merge(base[key], value, path, source)
+        else:
+            base[key] = value
+
+
+def _parse_override(text: str) -> dict[str, Any]:
+    key, sep, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(p.strip() for p in parts):
+        raise ConfigError(f"malformed override {text!r}: expected KEY=VALUE with a dotted key, e.g. grpo.beta=0.04")
+    value: Any = yaml.safe_load(raw)
+    for part in reversed(parts):
+        value = {part.strip(): value}
+    return value
+
+
+def load_config(cls: type[ConfigT], path: str | Path | None, overrides: Sequence[str] = ()) -> ConfigT:
+    """Defaults of ``cls``, deep-merged with the YAML mapping at ``path`` (None or an empty file: no
+    change), then with each ``a.b.c=value`` override (value parsed as YAML), validated."""
+    data = cls.model_construct().model_dump(mode="python")  # defaults, not yet validated
+    if path is not None:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: a config file must hold a mapping of keys, got {type(loaded).__name__}")
+        _merge(data, loaded or {}, "", str(path))
+    for text in overrides:
+        _merge(data, _parse_override(text), "", f"override {text!r}")
+    return cls.model_validate(data)
+
+
+def save_resolved(cfg: BaseModel, run_dir: str | Path) -> Path:
+    """Write ``cfg`` to ``<run_dir>/config.yaml`` (every field, defaults included) and return the path."""
+    out = Path(run_dir) / RESOLVED_CONFIG_NAME
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    return out
