@@ -13,12 +13,14 @@ from typing import Any, Sequence, TypeVar
 import yaml
 from pydantic import BaseModel
 
+from training.errors import UserInputError
+
 #: File name of the resolved config inside a run directory.
 RESOLVED_CONFIG_NAME = "config.yaml"
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserInputError, ValueError):
     """A config file or override that cannot be applied (unknown key, malformed override, not a mapping)."""
 
 
