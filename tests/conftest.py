@@ -132,3 +132,22 @@ def policy_sft_model_dir(policy_tiny_model_dir: Path, tmp_path_factory: pytest.T
     model.save_pretrained(str(out))
     (out / "sft_changed.txt").write_text(f"{changed}/{len(before)}\n")
     return out
+
+
+#: Context window of ``policy_wide_model_dir`` (game prompts run to ~1.5k tokens with the tiny tokenizer).
+POLICY_WIDE_CONTEXT = 4096
+
+
+@pytest.fixture(scope="session")
+def policy_wide_model_dir(policy_tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``policy_tiny_model_dir`` with a context window that holds a whole game prompt (RoPE: the weights do
+    not depend on it), so episodes run several model turns instead of overflowing."""
+    import json
+
+    out = tmp_path_factory.mktemp("policy-wide-model")
+    for item in policy_tiny_model_dir.iterdir():
+        shutil.copy(item, out / item.name)
+    config = json.loads((out / "config.json").read_text())
+    config["max_position_embeddings"] = POLICY_WIDE_CONTEXT
+    (out / "config.json").write_text(json.dumps(config))
+    return out

@@ -39,7 +39,8 @@ def add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
         doc = (module.__doc__ or name).strip()
-        parser = whats.add_parser(name, help=doc.splitlines()[0], description=doc,
+        summary = doc.splitlines()[0].replace("``", "").removeprefix(f"replicalab bench {name}: ")
+        parser = whats.add_parser(name, help=summary, description=doc,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(parser)
         parser.set_defaults(func=module.run)
