@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import sys
 from functools import partial
 from pathlib import Path
@@ -231,7 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Packages whose progress messages (INFO) the command line shows; other libraries show warnings only.
+LOGGED_PACKAGES = ("replicalab", "training")
+LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
+
+
+def configure_logging() -> None:
+    """Progress to stderr through ``logging``: INFO for this project's packages, WARNING for the rest.
+    Called once by ``main``; the final results are printed to stdout."""
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, datefmt="%H:%M:%S", stream=sys.stderr)
+    for name in LOGGED_PACKAGES:
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
+    configure_logging()
     args = build_parser().parse_args(argv)
     return args.func(args)
 
