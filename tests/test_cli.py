@@ -137,5 +137,6 @@ def test_help_config_lists_every_field_without_torch(command):
         header = f"  {f.key}: {f.type} = {f.default}"
         assert header in lines, header
         below = lines[lines.index(header) + 1:]
-        text = " ".join(line.strip() for line in below[: next(i for i, x in enumerate(below) if not x.startswith(" " * 6))])
+        end = next(i for i, line in enumerate(below) if not line.startswith(" " * 6))
+        text = " ".join(line.strip() for line in below[:end])
         assert text == " ".join(f.description.replace("``", "").split()) != "", f.key

@@ -333,7 +333,8 @@ def format_bench_rollout(result: dict[str, Any]) -> str:
         lines.append(f"WARNING: other processes used up to {max(noisy):.0f}% of the CPU during timed runs; "
                      "rerun on a quiet machine")
     if "inprocess" in result:
-        lines.append(f"plain generation would take {result['inprocess']['generate_share_pct']:.0f}% of the in-process rollout time")
+        lines.append(f"plain generation would take {result['inprocess']['generate_share_pct']:.0f}% "
+                     "of the in-process rollout time")
     if "speedup_x2_over_x1" in result:
         lines.append(f"ray x2 / ray x1 speedup {result['speedup_x2_over_x1']:.2f}x (target >= {TARGET_SPEEDUP}x; "
                      f"the bound itself scales {result['bound_speedup_x2']:.2f}x); overhead target "

@@ -28,7 +28,8 @@ def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = DEF
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_train_config(config, [*overrides, f"grpo.max_steps={steps}", f"output_dir={tmp}",
-                                         "checkpoint.save_steps=100000", "validation.every_steps=0", "wandb.mode=disabled"])
+                                         "checkpoint.save_steps=100000", "validation.every_steps=0",
+                                         "wandb.mode=disabled"])
         run_train(cfg)
         rows = [json.loads(line) for line in (Path(tmp) / cfg.run_name / "metrics.jsonl").read_text().splitlines()]
     # the first step pays for warm-up (worker start, first forward): report the rest when there is a rest
@@ -51,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="the train config to time (default %(default)s)")
     parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
                         help="training steps to run (default %(default)s)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="TrainConfig overrides, e.g. rollout.num_workers=1")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="TrainConfig overrides, e.g. rollout.num_workers=1")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ class EvalConfig(BaseModel):
     """Agents are played as the Scientist against a fixed Lab Manager on the same seeds of one split.
 
     ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, reader,
-    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
+    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
+    (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
     """
 
     model_config = _STRICT

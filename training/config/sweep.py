@@ -51,7 +51,8 @@ class SweepConfig(BaseModel):
     metric: str = Field(default="reward/mean", description="metrics.jsonl key that scores a trial.")
     metric_window: int = Field(default=3, ge=1, description=(
         "A trial's score is the mean of the metric's last N logged values."))
-    mode: Literal["max", "min"] = Field(default="max", description="Whether the best trial maximises or minimises the score.")
+    mode: Literal["max", "min"] = Field(default="max", description=(
+        "Whether the best trial maximises or minimises the score."))
     max_concurrent_trials: int = Field(default=1, ge=1, description="Trials Ray Tune runs at once.")
     cpus_per_trial: float = Field(default=2.0, gt=0, description="Ray CPUs each trial reserves.")
     out: str = Field(default="runs/sweeps", description=(

@@ -119,7 +119,8 @@ class GRPOParams(BaseModel):
     epsilon_high: Optional[float] = Field(default=None, gt=0.0, description=(
         "Upper clipping range of the importance ratio (DAPO's clip-higher); None: same as epsilon."))
     num_iterations: int = Field(default=1, ge=1, description=(
-        "Optimisation passes over each step's rollouts (GRPO's mu); above 1 the ratio departs from 1 and clipping acts."))
+        "Optimisation passes over each step's rollouts (GRPO's mu); above 1 the ratio departs from 1 and "
+        "clipping acts."))
     scale_rewards: SCALE_REWARDS = Field(default="group", description=(
         "Divide advantages by the reward std of the group, of the whole batch, or not at all (none); "
         "true/false mean group/none."))

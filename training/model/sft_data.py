@@ -126,7 +126,8 @@ def collect_transcripts(
     counts = {name: 0 for name in SCIENTISTS}
     recorded_rewards: list[float] = []
     grid = list(episode_grid(n_seeds))
-    for seed, template, difficulty in tqdm(grid, desc="transcripts", unit="episode", disable=None if progress else True):
+    bar = tqdm(grid, desc="transcripts", unit="episode", disable=None if progress else True)
+    for seed, template, difficulty in bar:
         draw = rng.random()
         kind = "naive" if draw < naive_fraction else "reader" if draw < naive_fraction + reader_fraction else "adaptive"
         sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
