@@ -31,7 +31,7 @@ from training.model.sft import run_sft, tokenize_example
 from training.model.tokenizer import save_and_verify, train_tokenizer
 
 logger = logging.getLogger(__name__)
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Completion tokens the context must hold beyond the longest training prompt.
 MIN_COMPLETION_ROOM = 64
 
