@@ -221,7 +221,7 @@ def _simulate(cfg: TrainConfig, cluster: ClusterResources, k: int, n: int, g: fl
     cpus = [math.inf if node.cpus is None else node.cpus for node in cluster.per_node]
     for d in range(k):
         free[0][d] = 0.0
-    first = 1 if (k and strategy == "STRICT_SPREAD") else 0
+    first = 1 if k else 0  # the learner's bundle sits on node 0: spreading starts after it
     placed: list[tuple[int, tuple[int, ...]]] = []
     for slot in range(n):
         for node in _candidate_nodes(strategy, slot, cluster.nodes, first):
@@ -242,18 +242,32 @@ def _simulate(cfg: TrainConfig, cluster: ClusterResources, k: int, n: int, g: fl
             placed.append((node, devices))
             break
         else:
-            left = ", ".join(f"node {i}: {sum(f >= g - SHARE_EPS for f in fr) if g <= 1 else sum(f >= 1 - SHARE_EPS for f in fr)} "
-                             f"GPU(s) fit, {'?' if math.isinf(cp) else _fmt(cp)} CPUs free"
-                             for i, (fr, cp) in enumerate(zip(free, cpus)))
-            if cluster.cpus is not None and n * c > cluster.cpus + SHARE_EPS:
-                fit = int((cluster.cpus + SHARE_EPS) // c) if c else n
-                raise _refuse(f"{n} rollout workers x {_fmt(c)} CPUs = {_fmt(n * c)} CPUs, the cluster has "
-                              f"{_fmt(cluster.cpus)}; set placement.cpus_per_worker={_fmt(cluster.cpus / n)} "
-                              f"or rollout.num_workers={fit}")
-            raise _refuse(f"rollout worker {slot} ({_fmt(g)} GPU, {_fmt(c)} CPUs) does not fit under "
-                          f"placement.strategy={strategy} ({left}); set placement.strategy=PACK, fewer "
-                          "rollout.num_workers or a smaller placement.cpus_per_worker")
+            raise _refuse(_unplaced(cluster, strategy, slot, n, g, c, free, cpus))
     return placed
+
+
+def _nice_floor(x: float) -> float:
+    """``x`` rounded down to a value worth typing (whole, quarters, hundredths)."""
+    return math.floor(x) if x >= 1 else math.floor(x * 4) / 4 if x >= 0.25 else math.floor(x * 100) / 100
+
+
+def _unplaced(cluster: ClusterResources, strategy: str, slot: int, n: int, g: float, c: float,
+              free: list[list[float]], cpus: list[float]) -> str:
+    """Why rollout worker ``slot`` found no node, with the fix, in one line."""
+    if cluster.cpus is not None and n * c > cluster.cpus + SHARE_EPS:
+        fit = int((cluster.cpus + SHARE_EPS) // c)
+        return (f"{n} rollout workers x {_fmt(c)} CPUs = {_fmt(n * c)} CPUs, the cluster has {_fmt(cluster.cpus)}; "
+                f"set placement.cpus_per_worker={_fmt(_nice_floor(cluster.cpus / n))} or rollout.num_workers={fit}")
+    whole = [sum(f >= 1 - SHARE_EPS for f in node) for node in free]
+    if g > 1 and max(whole) < g:
+        return (f"a rollout worker of {_fmt(g)} GPUs needs them on one node, but the most free GPUs on a node is "
+                f"{max(whole)} (per node: {', '.join(map(str, whole))}); set placement.gpus_per_worker={max(max(whole), 1)}")
+    if strategy.startswith("STRICT"):
+        return (f"rollout worker {slot} ({_fmt(g)} GPU, {_fmt(c)} CPUs) does not fit under placement.strategy="
+                f"{strategy} on {cluster.nodes} node(s); set placement.strategy=PACK or fewer rollout.num_workers")
+    left = ", ".join("?" if math.isinf(cp) else _fmt(cp) for cp in cpus)
+    return (f"rollout worker {slot} ({_fmt(c)} CPUs) fits on no node (free CPUs per node: {left}); "
+            f"set a smaller placement.cpus_per_worker or fewer rollout.num_workers")
 
 
 def _memory_fix(role: str, part: str, holders: int, cfg: TrainConfig, lora: bool, k: int) -> str:
