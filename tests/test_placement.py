@@ -16,7 +16,8 @@ from training.config.placement import PlacementConfig
 from training.config.train import TrainConfig, load_train_config
 from training.errors import UserInputError
 from training.rollout.memory import GIB, LORA_TRAINABLE_FRACTION, ModelShape, read_model_shape
-from training.rollout.placement import ClusterResources, NodeResources, PlacementPlan, main, plan_placement, preflight
+from training.rollout.placement import ClusterResources, NodeResources, PlacementPlan, plan_placement
+from training.rollout.preflight import main, preflight
 
 #: Published configs (config.json keys) of Qwen2.5-1.5B/7B-Instruct and their parameter counts.
 QWEN_CONFIGS: dict[str, dict[str, Any]] = {
