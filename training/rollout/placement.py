@@ -352,7 +352,7 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
     if weights_gib is None:
         notes.append("memory not estimated: no config.json to read the parameter count from; pass --param-count "
                      "or set placement.model_memory_gib")
-    elif shape is None:
+    elif shape is None and (k or g):
         notes.append("KV cache and activations are rough fractions of the weights (no config.json shape)")
     if frozen:
         notes.append(f"{frozen} frozen opponent model(s) counted at the policy's size")
@@ -376,7 +376,10 @@ def _span(k: int) -> str:
 
 def render_plan(plan: PlacementPlan) -> str:
     """The pre-flight table: the layout, each process's GPUs and estimated memory, each GPU's total."""
-    size = f"{plan.params / 1e9:.2f}B parameters" if plan.params else "parameter count unknown"
+    if plan.params:
+        size = f"{plan.params / 1e9:.2f}B parameters" if plan.params >= 1e8 else f"{plan.params / 1e6:.2f}M parameters"
+    else:
+        size = "parameter count unknown"
     tuning = "LoRA" if plan.lora else "full fine-tuning"
     k = len(plan.learners)
     learner = (f"{k} process(es)" + ("" if k == 1 else " sharded (FSDP/ZeRO-3)" if plan.sharded else " replicated (DDP)")
@@ -400,7 +403,7 @@ def render_plan(plan: PlacementPlan) -> str:
     lines += ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
               for r in rows]
     cap = plan.cluster.gpu_memory_gib
-    lines += ["", "  GPU memory (estimated GiB):"]
+    lines += ["", "  GPU memory (estimated GiB):"] if plan.gpu_loads else [""]
     for load in plan.gpu_loads:
         used = "idle" if not load.holders else ("?" if load.memory_gib is None else f"{load.memory_gib:.1f}")
         of = f" / {cap:.0f}" if cap and load.holders else ""
@@ -409,7 +412,9 @@ def render_plan(plan: PlacementPlan) -> str:
     lines.append(f"  model copies: learner {len(plan.learners)}{' (shards)' if plan.sharded and len(plan.learners) > 1 else ''}"
                  f", rollout workers {copies}")
     if plan.object_store_gib is not None:
-        lines.append(f"  object store: {plan.object_store_gib:.1f} GiB per weights broadcast (float32 arrays"
+        shipped = (f"{plan.object_store_gib:.1f} GiB" if plan.object_store_gib >= 0.1
+                   else f"{plan.object_store_gib * 1024:.1f} MiB")
+        lines.append(f"  object store: {shipped} per weights broadcast (float32 arrays"
                      f"{', adapters only' if plan.lora else ''}); every node's object store (/dev/shm) needs room for two")
     lines += [f"  note: {note}" for note in plan.notes]
     return "\n".join(lines)
