@@ -279,7 +279,7 @@ def test_preflight_command_prints_the_plan(qwen_dirs: dict[str, Path], capsys: p
 
 def test_gpu_configs_fit_their_clusters(qwen_dirs: dict[str, Path]) -> None:
     """configs/train/gpu.yaml fits one 8-GPU node with every GPU used; gpu-7b.yaml too (4 sharded learners),
-    and with LoRA overrides (1 learner, 7 workers) as docs/gpu.md shows."""
+    with LoRA overrides (1 learner, 7 workers), and on two nodes both ways, as docs/gpu.md shows."""
     config = {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
               "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True}
     small = qwen_dirs["7b"].parent / "qwen-0.5b"
@@ -291,9 +291,17 @@ def test_gpu_configs_fit_their_clusters(qwen_dirs: dict[str, Path]) -> None:
              ("configs/train/gpu-7b.yaml", [f"model={qwen_dirs['7b']}", "placement.trainer_gpus=1",
                                             "rollout.num_workers=7", "grpo.gradient_accumulation_steps=32"],
               dict(lora=True))]
+    two = ClusterResources(gpus=16, nodes=2, gpu_memory_gib=H100_GIB, cpus=128)  # docs/gpu.md, recipe 3
+    cases += [("configs/train/gpu-7b.yaml", [f"model={qwen_dirs['7b']}", "placement.trainer_gpus=1",
+                                             "rollout.num_workers=15", "grpo.gradient_accumulation_steps=32"],
+               dict(lora=True, cluster=two)),
+              ("configs/train/gpu-7b.yaml", [f"model={qwen_dirs['7b']}", "placement.trainer_gpus=8",
+                                             "rollout.num_workers=8", "grpo.gradient_accumulation_steps=4"],
+               dict(learner_processes=8, sharded=True, cluster=two))]
     for path, overrides, kwargs in cases:
-        plan = preflight(load_train_config(path, overrides), node, **kwargs)
-        assert sum(load.reserved for load in plan.gpu_loads) == 8, path
+        cluster = kwargs.pop("cluster", node)
+        plan = preflight(load_train_config(path, overrides), cluster, **kwargs)
+        assert sum(load.reserved for load in plan.gpu_loads) == cluster.gpus, path
         assert all(load.memory_gib and load.memory_gib < H100_GIB for load in plan.gpu_loads), path
 
 
