@@ -151,18 +151,21 @@ def node_args() -> list[str]:
             "--num-cpus=1", "--num-gpus=0", "--node-ip-address=127.0.0.1", "--block"]
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the process group this test started, then SIGKILL what is left of it."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+def stop_groups(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
+    """SIGTERM the process groups this test started, then SIGKILL what is left of them (the GCS server can
+    outlive SIGTERM); by process-group id only, never by name."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _group_alive(proc.pid):
-        time.sleep(0.5)
-    if _group_alive(proc.pid):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=grace_s)
+    while time.monotonic() < deadline and any(_group_alive(p.pid) for p in procs):
+        time.sleep(0.25)
+    for proc in procs:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -185,8 +188,8 @@ def ray_head() -> Iterator[tuple[str, Path, list[subprocess.Popen]]]:
     try:
         yield f"127.0.0.1:{port}", temp, procs
     finally:
-        for proc in procs:
-            stop_group(proc)
+        stop_groups(procs)
+        assert not any(_group_alive(p.pid) for p in procs)
         shutil.rmtree(temp, ignore_errors=True)
 
 
