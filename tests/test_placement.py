@@ -455,3 +455,15 @@ def test_ray_learner_gpus_held_elsewhere_is_refused(ray_8_gpus, monkeypatch) -> 
     finally:
         ray.kill(squatter, no_restart=True)
     _wait_gpus_free(ray, 8.0)
+
+
+def test_planning_imports_neither_torch_nor_ray() -> None:
+    """The plan is made before anything loads: its modules import no torch and no ray at import time."""
+    import subprocess
+    import sys
+
+    code = ("import sys, training.rollout.placement, training.rollout.preflight, training.rollout.cluster; "
+            "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert out.stdout.strip() == "[]"

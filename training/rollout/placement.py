@@ -120,10 +120,6 @@ class PlacementPlan:
         return render_plan(self)
 
 
-def _refuse(message: str) -> UserInputError:
-    return UserInputError(message)
-
-
 def _fmt(x: float) -> str:
     return f"{x:g}"
 
@@ -132,17 +128,17 @@ def _resolve_trainer_gpus(cfg: TrainConfig, cluster: ClusterResources, processes
     p, on_cpu = cfg.placement, cfg.device == "cpu"
     k = (0 if on_cpu or cluster.gpus == 0 else processes) if p.trainer_gpus == AUTO else int(p.trainer_gpus)
     if k and on_cpu:
-        raise _refuse(f"placement.trainer_gpus={k} but device=cpu; set placement.trainer_gpus=0 or device=cuda")
+        raise UserInputError(f"placement.trainer_gpus={k} but device=cpu; set placement.trainer_gpus=0 or device=cuda")
     if not k and cfg.device == "cuda":
         have = f"the cluster has {cluster.gpus} GPUs" if cluster.gpus else "the cluster has no GPU"
-        raise _refuse(f"device=cuda but the learner holds no GPU ({have}); set placement.trainer_gpus=1 or device=cpu")
+        raise UserInputError(f"device=cuda but the learner holds no GPU ({have}); set placement.trainer_gpus=1 or device=cpu")
     if k and k != processes:
-        raise _refuse(f"placement.trainer_gpus={k} but the learner runs {processes} process(es), one GPU each; "
+        raise UserInputError(f"placement.trainer_gpus={k} but the learner runs {processes} process(es), one GPU each; "
                       f"launch with torchrun --nproc_per_node {k} (or accelerate launch --num_processes {k}) "
                       f"or set placement.trainer_gpus={processes}")
     head = cluster.per_node[0].gpus
     if k > head:
-        raise _refuse(f"placement.trainer_gpus={k} but the driver's node has {head} GPUs (the learner runs on "
+        raise UserInputError(f"placement.trainer_gpus={k} but the driver's node has {head} GPUs (the learner runs on "
                       f"one node); set placement.trainer_gpus={head} or less")
     return k
 
@@ -152,12 +148,12 @@ def _resolve_worker_gpus(cfg: TrainConfig, cluster: ClusterResources, k: int, n:
     if p.gpus_per_worker != AUTO:
         g = float(p.gpus_per_worker)
         if g and cfg.device == "cpu":
-            raise _refuse(f"placement.gpus_per_worker={_fmt(g)} but device=cpu; set placement.gpus_per_worker=0")
+            raise UserInputError(f"placement.gpus_per_worker={_fmt(g)} but device=cpu; set placement.gpus_per_worker=0")
         return g
     if not n or cfg.device == "cpu" or cluster.gpus == 0:
         return 0.0
     if free <= 0:
-        raise _refuse(f"{n} rollout workers want GPUs but the learner's {k} GPU(s) are all the cluster has; "
+        raise UserInputError(f"{n} rollout workers want GPUs but the learner's {k} GPU(s) are all the cluster has; "
                       "set rollout.backend=inprocess (episodes on the learner's GPU) or placement.gpus_per_worker=0 "
                       "(CPU workers), or add GPUs")
     per_gpu = ceil_div(n, free)
@@ -192,8 +188,7 @@ def _check_gpu_arithmetic(n: int, g: float, k: int, cluster: ClusterResources) -
         fixes.append(f"placement.gpus_per_worker={_fmt(1 / ceil_div(n, free))}")
     else:
         fixes.append("rollout.backend=inprocess")
-    fixes.append("placement.gpus_per_worker=0 (CPU workers)" if free > 0 else "placement.gpus_per_worker=0")
-    raise _refuse(f"{head}; set {' or '.join(fixes[:2])}")
+    raise UserInputError(f"{head}; set {' or '.join(fixes)}")
 
 
 def _candidate_nodes(strategy: str, slot: int, nodes: int, first_worker_node: int) -> list[int]:
@@ -238,7 +233,7 @@ def _simulate(cfg: TrainConfig, cluster: ClusterResources, k: int, n: int, g: fl
             placed.append((node, devices))
             break
         else:
-            raise _refuse(_unplaced(cluster, strategy, slot, n, g, c, free, cpus))
+            raise UserInputError(_unplaced(cluster, strategy, slot, n, g, c, free, cpus))
     return placed
 
 
@@ -306,13 +301,16 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
     params = param_count or (int(p.model_memory_gib * GIB / dtype_bytes) if p.model_memory_gib else None)
     frozen = len({s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith(MODEL_PREFIX)})
     context = context_tokens(g_cfg.max_completion_length, cfg.rollout.max_rounds, cfg.rollout.sampling.max_new_tokens)
-    kv = lambda episodes: rollout_kv_gib(episodes=episodes, context_tokens=context, dtype_bytes=dtype_bytes,  # noqa: E731
-                                         shape=shape, weights_gib=weights_gib or 0.0)
+
+    def kv(episodes: int) -> float:
+        return rollout_kv_gib(episodes=episodes, context_tokens=context, dtype_bytes=dtype_bytes, shape=shape,
+                              weights_gib=weights_gib or 0.0)
+
     procs = learner_processes
     learner_mem = None
     if weights_gib is not None and k:
         micro = ceil_div(g_cfg.episodes_per_step, g_cfg.gradient_accumulation_steps * procs)
-        inproc = kv(ceil_div(g_cfg.episodes_per_step, procs)) * (1 + frozen) if n == 0 else 0.0
+        inproc = kv(ceil_div(g_cfg.episodes_per_step, procs)) if n == 0 else 0.0  # one acting seat per episode
         learner_mem = learner_memory(
             params=params, weights_gib=weights_gib, dtype_bytes=dtype_bytes, lora=lora, processes=procs,
             sharded=sharded, reference=g_cfg.beta > 0, micro_batch=micro, completion_tokens=g_cfg.max_completion_length,
@@ -341,7 +339,7 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
             on = [q for q in (*learners, *workers) if q.name in load.holders]
             worst = max(on, key=lambda q: q.memory.total)
             fix = _memory_fix(worst.role, worst.memory.largest(), len(on), cfg, lora, k)
-            raise _refuse(f"GPU {load.gpu} of node {load.node} ({', '.join(load.holders)}) needs an estimated "
+            raise UserInputError(f"GPU {load.gpu} of node {load.node} ({', '.join(load.holders)}) needs an estimated "
                           f"{load.memory_gib:.1f} GiB, it has {cap:.0f} GiB (largest part: {worst.memory.largest()} "
                           f"of {worst.name}); {fix}")
 
