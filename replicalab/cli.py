@@ -7,7 +7,9 @@ The command line is an edge: it parses arguments, prints and imports the trainin
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
 import sys
 from functools import partial
 from pathlib import Path
@@ -67,22 +69,6 @@ def cmd_play(args: argparse.Namespace) -> int:
     env = ReplicaLabEnv(max_rounds=args.max_rounds)
     log = run_episode(env, scientist, lab_manager, seed=args.seed, template=args.template, difficulty=args.difficulty)
     print(log.model_dump_json(indent=2) if args.json else format_episode(log))
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.what == "env":
-        from training.bench.env import print_bench_env
-
-        return print_bench_env(args.episodes)
-    if args.what == "rollout":
-        from training.bench.rollout import main as bench_rollout_main
-
-        bench_rollout_main(args.extra)
-        return 0
-    from training.bench.train import print_bench_train, run_bench_train
-
-    print_bench_train(run_bench_train(args.config, args.extra, steps=args.steps))
     return 0
 
 
@@ -156,6 +142,37 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The config each command reads (``module:Class``), printed by its ``--help-config``.
+COMMAND_CONFIGS = {
+    "train": "training.config.train:TrainConfig",
+    "eval": "training.config.eval:EvalConfig",
+    "sweep": "training.config.sweep:SweepConfig",
+    "build-default-model": "training.config.model:DefaultModelConfig",
+}
+
+
+def config_class(command: str) -> type:
+    """The pydantic config class of ``command`` (torch-free import)."""
+    module, _, name = COMMAND_CONFIGS[command].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _add_help_config(parser: argparse.ArgumentParser) -> None:
+    """``--help-config``: print every field of the command's config (dotted key, type, default,
+    description) grouped by section, and exit, like ``--help``."""
+    command = parser.prog.split()[-1]
+
+    class HelpConfig(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            from training.config.fields import format_config_help
+
+            print(format_config_help(config_class(command), command), end="")
+            parser.exit()
+
+    parser.add_argument("--help-config", action=HelpConfig, nargs=0, default=argparse.SUPPRESS,
+                        help="list every config field (key, type, default, description) and exit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replicalab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,19 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--json", action="store_true", help="print the EpisodeLog as JSON")
     play.set_defaults(func=cmd_play)
 
-    bench = sub.add_parser("bench", help="benchmarks that print figures against a baseline")
-    bench.add_argument("what", choices=("env", "rollout", "train"))
-    bench.add_argument("--episodes", type=_positive, default=5000, help="env: episodes per measurement")
-    bench.add_argument("--config", default="configs/train/default.yaml", help="train: the config to time")
-    bench.add_argument("--steps", type=_positive, default=4, help="train: training steps to run")
-    bench.add_argument("extra", nargs="*", help="train: KEY=VALUE overrides; rollout: its own options")
-    bench.set_defaults(func=cmd_bench)
+    bench = sub.add_parser("bench", help="benchmarks that print figures next to a baseline from the same run",
+                           description="Benchmarks; each has its own options (replicalab bench NAME --help).")
+    from training.bench import add_bench_parsers  # torch-free: each benchmark imports torch when it runs
+
+    add_bench_parsers(bench)
 
     train = sub.add_parser("train", help="GRPO training from a config (YAML overrides TrainConfig defaults)")
     train.add_argument("--config", default="configs/train/default.yaml")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. grpo.max_steps=4 seats.lab_manager=policy")
     train.add_argument("--resume", action="store_true", help="continue from the run's newest checkpoint")
     train.set_defaults(func=cmd_train)
+    _add_help_config(train)
 
     ev = sub.add_parser("eval", help="agents as the Scientist on held-out seeds: report.json, report.md, plots")
     ev.add_argument("--config", default=None, help="an eval YAML (configs/eval/*.yaml)")
@@ -196,11 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default=None)
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     ev.set_defaults(func=cmd_eval)
+    _add_help_config(ev)
 
     sw = sub.add_parser("sweep", help="hyperparameter sweep from a config, trials on Ray Tune")
     sw.add_argument("config", help="configs/sweeps/NAME.yaml")
     sw.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     sw.set_defaults(func=cmd_sweep)
+    _add_help_config(sw)
 
     build = sub.add_parser("build-default-model", help="build the embedded default model (tokenizer, SFT warm start)")
     build.add_argument("--out", required=True)
@@ -210,10 +228,25 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--eval-seeds", type=int, default=10,
                        help="held-out seeds (x 9 cells per seat) to evaluate on afterwards; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
+    _add_help_config(build)
     return parser
 
 
+#: Packages whose progress messages (INFO) the command line shows; other libraries show warnings only.
+LOGGED_PACKAGES = ("replicalab", "training")
+LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
+
+
+def configure_logging() -> None:
+    """Progress to stderr through ``logging``: INFO for this project's packages, WARNING for the rest.
+    Called once by ``main``; the final results are printed to stdout."""
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, datefmt="%H:%M:%S", stream=sys.stderr)
+    for name in LOGGED_PACKAGES:
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
+    configure_logging()
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -59,3 +59,84 @@ def test_bench_env_prints_rates(capsys):
 def test_bad_configs_exit_with_a_clear_error(args, message):
     r = run_cli(*args)
     assert r.returncode != 0 and message in r.stderr and "Traceback" not in r.stderr
+
+
+# ----- bench: one sub-parser per benchmark, every option honoured ------------------------------
+BENCH_OPTIONS = {
+    "env": (["--episodes", "7"], dict(episodes=7), dict(episodes=5000)),
+    "rollout": (["--episodes", "16", "--max-new-tokens", "12", "--max-rounds", "3", "--ray-workers", "2",
+                 "--repeats", "1", "--sample", "--model", "m"],
+                dict(episodes=16, max_new_tokens=12, max_rounds=3, ray_workers=[2], repeats=1, sample=True, model="m"),
+                dict(episodes=64, max_new_tokens=96, max_rounds=6, ray_workers=[1, 2], repeats=3, sample=False,
+                     model=None)),
+    "train": (["--config", "c.yaml", "--steps", "2", "grpo.beta=0.1", "rollout.num_workers=1"],
+              dict(config="c.yaml", steps=2, overrides=["grpo.beta=0.1", "rollout.num_workers=1"]),
+              dict(config="configs/train/default.yaml", steps=4, overrides=[])),
+    "generate": (["--episodes", "5", "--role", "lab_manager", "--model", "m"],
+                 dict(episodes=5, role="lab_manager", model="m"), dict(episodes=18, role="scientist", model=None)),
+}
+
+
+@pytest.mark.parametrize("what", list(BENCH_OPTIONS))
+def test_bench_parses_its_own_options_and_defaults(what):
+    from replicalab.cli import build_parser
+    from training.bench import BENCHMARKS
+
+    assert set(BENCHMARKS) == set(BENCH_OPTIONS)  # a new benchmark gets a row here
+    argv, given, defaults = BENCH_OPTIONS[what]
+    args = vars(build_parser().parse_args(["bench", what, *argv]))
+    assert {k: args[k] for k in given} == given
+    args = vars(build_parser().parse_args(["bench", what]))
+    assert {k: args[k] for k in defaults} == defaults
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "env", "--steps", "3"], "unrecognized arguments: --steps"),  # another benchmark's option
+    (["bench", "rollout", "--config", "x.yaml"], "unrecognized arguments: --config"),
+    (["bench", "rollout", "--episodes", "0"], "must be at least 1"),
+    (["bench", "train", "--episodes", "16"], "unrecognized arguments: --episodes"),
+    (["bench", "fast"], "invalid choice: 'fast'"),
+])
+def test_bench_refuses_options_it_does_not_have(args, message):
+    r = run_cli(*args)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_bench_rollout_plays_the_episodes_given(capsys, policy_wide_model_dir):
+    """The case that once ran 64 episodes whatever --episodes said (no --ray-workers: no Ray)."""
+    assert main(["bench", "rollout", "--model", str(policy_wide_model_dir), "--episodes", "3", "--max-new-tokens",
+                 "8", "--max-rounds", "2", "--repeats", "1", "--ray-workers"]) == 0
+    out = capsys.readouterr().out
+    assert ": 3 episodes (greedy, best of 1), max_new_tokens 8," in out
+    assert "\nbound " in out and "\ninprocess " in out and "ray x1" not in out
+
+
+def test_bench_generate_plays_the_episodes_given(capsys, policy_wide_model_dir):
+    assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "--episodes", "2",
+                 "--role", "lab_manager"]) == 0
+    out = capsys.readouterr().out
+    assert "role lab_manager, 2 episodes" in out and "one at a time:" in out and "speedup:" in out
+
+
+# ----- --help-config ----------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["train", "eval", "sweep", "build-default-model"])
+def test_help_config_lists_every_field_without_torch(command):
+    from replicalab.cli import config_class
+    from training.config.fields import config_fields
+
+    code = ("import sys\nfrom replicalab.cli import main\ntry:\n"
+            f"    main([{command!r}, '--help-config'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('HEAVY', [m for m in ('torch', 'transformers', 'trl', 'ray', 'wandb') if m in sys.modules])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout
+    fields = config_fields(config_class(command))
+    assert len(fields) >= 5
+    lines = r.stdout.splitlines()
+    for f in fields:
+        header = f"  {f.key}: {f.type} = {f.default}"
+        assert header in lines, header
+        below = lines[lines.index(header) + 1:]
+        end = next(i for i, line in enumerate(below) if not line.startswith(" " * 6))
+        text = " ".join(line.strip() for line in below[:end])
+        assert text == " ".join(f.description.replace("``", "").split()) != "", f.key

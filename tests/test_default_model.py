@@ -48,8 +48,29 @@ def built_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_policy(built_dir: Path) -> PolicyModel:
-    return PolicyModel(str(built_dir), sampling=SHORT, device="cpu")
+def untrained_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The build's recipe without SFT: the tokenizer trained on ``TINY_BUILD``'s transcripts and the
+    model with random weights.  No training, so the fast tier plays the game's prompts through a model
+    with the game's tokenizer (the model will not play well)."""
+    from training.model.default import make_model, training_examples
+    from training.model.sft_data import example_texts
+    from training.model.tokenizer import save_and_verify, train_tokenizer
+
+    sci, lab, _ = collect_transcripts(TINY_BUILD.n_train_seeds, max_rounds=TINY_BUILD.max_rounds)
+    texts = list(example_texts([ex for _, ex in training_examples(sci, lab)]))
+    tokenizer = train_tokenizer(texts, vocab_size=TINY_BUILD.vocab_size,
+                                min_frequency=TINY_BUILD.tokenizer_min_frequency,
+                                json_token_min_frequency=TINY_BUILD.json_token_min_frequency,
+                                number_tokens=TINY_BUILD.number_tokens)
+    out = tmp_path_factory.mktemp("untrained-model")
+    make_model(TINY_BUILD, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id).save_pretrained(str(out))
+    save_and_verify(tokenizer, out, probes=texts[:4])
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(untrained_dir: Path) -> PolicyModel:
+    return PolicyModel(str(untrained_dir), sampling=SHORT, device="cpu")
 
 
 def _jobs(role: str, n: int = 3) -> list[EpisodeJob]:
@@ -58,6 +79,7 @@ def _jobs(role: str, n: int = 3) -> list[EpisodeJob]:
             for i, d in enumerate(["easy", "medium", "hard"][:n])]
 
 
+@pytest.mark.slow  # builds the default model (tiny config)
 def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                  "generation_config.json", "README.md", "build_info.json"):
@@ -74,6 +96,7 @@ def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
     assert "TRAIN_SEEDS" in (built_dir / "README.md").read_text()
 
 
+@pytest.mark.slow  # builds the default model (tiny config)
 def test_checkpoint_reloads_offline_with_identical_token_ids(built_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -167,6 +190,7 @@ def test_batched_greedy_matches_one_at_a_time(tiny_policy: PolicyModel) -> None:
     assert record.log == log
 
 
+@pytest.mark.slow  # builds the default model (tiny config)
 def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLICALAB_DEFAULT_MODEL", str(built_dir))
     assert resolve_default_model() == built_dir  # present: no rebuild

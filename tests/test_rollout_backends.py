@@ -136,6 +136,7 @@ def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
 
 
 # -- Ray -----------------------------------------------------------------------------------------
+@pytest.mark.slow  # starts Ray
 def test_ray_one_worker_every_job_in_order(rollout_ray: None, rollout_model_dir: Path) -> None:
     backend = ray_backend(rollout_model_dir, 1)
     try:
@@ -155,6 +156,7 @@ def two_workers(rollout_ray: None, rollout_model_dir: Path) -> Iterator[RayBacke
     backend.close()
 
 
+@pytest.mark.slow  # starts Ray
 def test_ray_two_workers_every_job_in_order(two_workers: RayBackend) -> None:
     jobs = rollout_jobs(8)
     records = two_workers.collect(jobs)
@@ -162,6 +164,7 @@ def test_ray_two_workers_every_job_in_order(two_workers: RayBackend) -> None:
     assert {r.worker for r in records} == {"ray-0", "ray-1"}
 
 
+@pytest.mark.slow  # starts Ray
 def test_ray_weights_sync(two_workers: RayBackend, rollout_model_dir: Path) -> None:
     from training.rollout.policy import PolicyModel
 
@@ -178,6 +181,7 @@ def test_ray_weights_sync(two_workers: RayBackend, rollout_model_dir: Path) -> N
         assert not all(np.array_equal(theirs[k], original[k]) for k in mine)
 
 
+@pytest.mark.slow  # starts Ray
 def test_ray_killed_worker_is_replaced_and_its_shard_rerun(two_workers: RayBackend) -> None:
     """ray.kill a worker from another thread while its shard is in flight (generation slowed so the
     kill lands mid-collect); every job still comes back exactly once, played with the current weights
@@ -207,6 +211,7 @@ def test_ray_killed_worker_is_replaced_and_its_shard_rerun(two_workers: RayBacke
         assert all(np.array_equal(theirs[k], state[k]) for k in state)
 
 
+@pytest.mark.slow  # starts Ray
 def test_ray_gives_up_after_max_restarts(two_workers: RayBackend) -> None:
     """A worker process that exits after playing its shard (results lost) counts as a failure; with
     max_restarts=0 the collect raises, and the pool is whole again for the next collect."""
@@ -236,6 +241,7 @@ def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> Non
     assert result["generate_calls"] >= 1 and "inprocess" in format_bench_rollout(result)
 
 
+@pytest.mark.slow  # starts Ray
 def test_bench_two_worker_bound_replays_both_halves_at_once(rollout_ray: None, rollout_model_dir: Path) -> None:
     """``bound x2`` replays the recorded calls split in two processes: the same tokens as the bound."""
     from training.bench.rollout import ParallelBound, _Recorder, _replay, bench_jobs

@@ -12,37 +12,101 @@ import pytest
 
 from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
 from replicalab.seats import parse_seat
-from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, save_resolved
+from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, load_config, save_resolved
 from training.config.train import TrainConfig, load_train_config, train_rows
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
-#: configs/<dir> -> "module:loader".  A dir whose loader does not exist yet is skipped, not failed.
+#: configs/<dir> -> the config class its YAML files load into ("module:Class").  A folder missing here fails.
 LOADERS = {
-    "train": "training.config.train:load_train_config",
-    "eval": "training.config.eval:load_eval_config",
-    "sweeps": "training.config.sweep:load_sweep_config",
+    "train": "training.config.train:TrainConfig",
+    "eval": "training.config.eval:EvalConfig",
+    "sweeps": "training.config.sweep:SweepConfig",
+    "model": "training.config.model:DefaultModelConfig",
 }
 HEAVY_MODULES = ("torch", "ray", "trl", "transformers", "wandb")
 ALL_YAML = sorted(CONFIGS.glob("**/*.yaml")) + sorted(CONFIGS.glob("**/*.yml"))
+CONFIG_MODULES = sorted(p.stem for p in (REPO / "training" / "config").glob("*.py") if p.stem != "__init__")
 
 
-def _loader(kind: str):
+def _config_class(kind: str):
     target = LOADERS.get(kind)
-    if target is None:
-        pytest.skip(f"no config loader registered for configs/{kind}/ (add it to LOADERS)")
+    assert target is not None, f"configs/{kind}/ has no loader: add it to LOADERS in {Path(__file__).name}"
     module, _, name = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        pytest.skip(f"{target} does not exist yet")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_every_folder_under_configs_has_a_loader_and_yaml() -> None:
+    folders = {p.name for p in CONFIGS.iterdir() if p.is_dir()}
+    assert folders, "configs/ holds no folders"
+    for kind in sorted(folders):
+        _config_class(kind)
+        assert any((CONFIGS / kind).glob("**/*.y*ml")), f"configs/{kind}/ holds no YAML"
+    stray = [p for p in ALL_YAML if len(p.relative_to(CONFIGS).parts) < 2]
+    assert not stray, f"YAML outside a configs/<kind>/ folder: {stray}"
 
 
 @pytest.mark.parametrize("path", ALL_YAML, ids=lambda p: str(p.relative_to(CONFIGS)))
 def test_every_yaml_under_configs_loads(path: Path) -> None:
-    kind = path.relative_to(CONFIGS).parts[0]
-    cfg = _loader(kind)(path)
-    assert cfg is not None
+    cls = _config_class(path.relative_to(CONFIGS).parts[0])
+    cfg = load_config(cls, path)
+    assert isinstance(cfg, cls)
+    assert cfg != cls.model_construct() or not path.read_text().strip()  # the file changed something
+
+
+def _config_models() -> list[type]:
+    """Every pydantic model defined in training/config/*.py."""
+    from pydantic import BaseModel
+
+    models = []
+    for name in CONFIG_MODULES:
+        module = importlib.import_module(f"training.config.{name}")
+        models += [obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, BaseModel)
+                   and obj.__module__ == module.__name__]
+    return models
+
+
+def test_every_config_field_is_described() -> None:
+    models = _config_models()
+    names = {m.__name__ for m in models}
+    assert {"TrainConfig", "EvalConfig", "SweepConfig", "DefaultModelConfig", "SamplingConfig", "Range"} <= names
+    undescribed = [f"{m.__name__}.{k}" for m in models for k, info in m.model_fields.items()
+                   if not (info.description or "").strip()]
+    assert not undescribed, f"fields without Field(description=...): {undescribed}"
+
+
+def test_help_config_covers_every_field_of_every_section() -> None:
+    from replicalab.cli import COMMAND_CONFIGS, config_class
+    from training.config.fields import config_fields, config_sections
+
+    seen = set()
+    for command in COMMAND_CONFIGS:
+        cls = config_class(command)
+        listed = {f.key for f in config_fields(cls)}
+        for section in config_sections(cls):
+            assert section.description.strip(), f"{command}: section {section.key or 'top level'} undescribed"
+        seen |= {type(m) for m in _walk(cls.model_construct())}
+        assert listed >= {k for k in _leaf_keys(cls)}, command
+    models = set(_config_models())
+    from training.config.sweep import Range
+
+    assert models - seen <= {Range}  # Range is only inside SweepConfig.search: listed as search.<KEY>.*
+
+
+def _walk(model):
+    yield model
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if hasattr(type(value), "model_fields"):
+            yield from _walk(value)
+
+
+def _leaf_keys(cls, prefix=""):
+    for name, info in cls.model_fields.items():
+        if hasattr(info.annotation, "model_fields"):
+            yield from _leaf_keys(info.annotation, f"{prefix}{name}.")
+        else:
+            yield prefix + name
 
 
 def test_train_configs_exist_and_differ() -> None:

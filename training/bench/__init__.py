@@ -1,3 +1,46 @@
 """``replicalab bench {env,rollout,train,generate}``: benchmarks that print their figures next to a
 baseline measured in the same run.  ``env`` needs only the core install.
+
+Each benchmark is a module here with two functions, ``add_arguments(parser)`` (its own options and
+defaults) and ``run(args) -> int`` (measure and print), and no torch import at module level, so the
+command line can build every benchmark's parser cheaply.  ``BENCHMARKS`` names them; adding one is a
+module plus one line there.
 """
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+#: ``replicalab bench NAME`` -> the module that implements it (see the module docstring).
+BENCHMARKS: dict[str, str] = {
+    "env": "training.bench.env",  # episodes/s of the game vs its parts
+    "rollout": "training.bench.rollout",  # in-process and Ray rollouts vs plain generation
+    "train": "training.bench.train",  # where a training step's time goes
+    "generate": "training.bench.generate",  # batched vs one-at-a-time generation
+    # "generate-memory": "training.bench.generate_memory",  # peak memory of generation (to come)
+}
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1, or a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_bench_parsers(bench: argparse.ArgumentParser) -> None:
+    """One sub-parser per benchmark under ``bench``, each with its own options; ``args.func`` runs it."""
+    whats = bench.add_subparsers(dest="what", required=True, metavar="{" + ",".join(BENCHMARKS) + "}")
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        doc = (module.__doc__ or name).strip()
+        summary = doc.splitlines()[0].replace("``", "").removeprefix(f"replicalab bench {name}: ")
+        parser = whats.add_parser(name, help=summary, description=doc,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(parser)
+        parser.set_defaults(func=module.run)

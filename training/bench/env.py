@@ -7,6 +7,7 @@ and the naive Scientist's shorter episodes.  This is an edge tool: it reads the 
 
 from __future__ import annotations
 
+import argparse
 import time
 from typing import Callable
 
@@ -14,7 +15,9 @@ from replicalab.agents import AdaptiveScientist, NaiveScientist
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import run_episode
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
+from training.bench import positive_int
 
+DEFAULT_EPISODES = 5000
 WARMUP = 200
 TARGET_EPISODES_PER_S = 2000.0
 
@@ -33,7 +36,7 @@ def _rate(fn: Callable[[int, str, str], object], n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def bench_env(episodes: int = 5000) -> dict[str, float]:
+def bench_env(episodes: int = DEFAULT_EPISODES) -> dict[str, float]:
     env = ReplicaLabEnv()
     rates = {
         "scenario generation only": _rate(lambda i, t, d: generate_scenario(i, t, d), episodes),
@@ -56,3 +59,12 @@ def print_bench_env(episodes: int) -> int:
           f"({main / TARGET_EPISODES_PER_S:.2f}x); generation is "
           f"{100 * main / rates['scenario generation only']:.0f}% of an episode's time")
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--episodes", type=positive_int, default=DEFAULT_EPISODES,
+                        help="episodes per measurement (default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return print_bench_env(args.episodes)

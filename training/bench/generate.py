@@ -1,10 +1,10 @@
-"""Batched generation across N episodes vs one episode at a time, with the default model.
+"""``replicalab bench generate``: batched generation across N episodes vs one episode at a time.
 
-    python benchmarks/bench_generate.py [--episodes 18] [--role scientist] [--model DIR]
+    replicalab bench generate [--episodes 18] [--role scientist] [--model DIR]
 
 Both ways play the same held-out jobs with greedy decoding and the same append-only chats: one at a
-time is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout.play.play_jobs`` (one
-``generate`` call per step for all episodes).  Prints episodes/s both ways and the speedup ratio.
+time (the baseline) is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout.play.play_jobs``
+(one ``generate`` call per step for all episodes).  Prints episodes/s both ways and the speedup ratio.
 """
 
 from __future__ import annotations
@@ -12,28 +12,26 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from training.bench import positive_int
 
-from replicalab import HELDOUT_SEEDS, ReplicaLabEnv, run_episode  # noqa: E402
-from replicalab.agents import AdaptiveScientist  # noqa: E402
-from replicalab.scenarios import cells  # noqa: E402
-from training.eval.seat_check import SEATS  # noqa: E402
-from training.model.default import resolve_default_model  # noqa: E402
-from training.rollout.agent import ModelAgent, greedy_for  # noqa: E402
-from training.rollout.play import play_jobs  # noqa: E402
-from training.rollout.policy import PolicyModel  # noqa: E402
-from training.rollout.records import (
-    EpisodeJob,  # noqa: E402
-    episode_jobs,  # noqa: E402
-)
+if TYPE_CHECKING:
+    from training.rollout.policy import PolicyModel
+    from training.rollout.records import EpisodeJob
 
 DEFAULT_EPISODES = 18
+ROLES = ("scientist", "lab_manager")
 
 
 def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[str, float]:
     """Seconds and episodes/s for sequential and batched play of ``jobs``."""
+    from replicalab import ReplicaLabEnv, run_episode
+    from replicalab.agents import AdaptiveScientist
+    from training.eval.seat_check import SEATS
+    from training.rollout.agent import ModelAgent, greedy_for
+    from training.rollout.play import play_jobs
+
     sampling = greedy_for(policy)
     started = time.perf_counter()
     for job in jobs:
@@ -54,23 +52,41 @@ def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[st
     }
 
 
-def main(argv: Optional[Sequence[str]] = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--episodes", type=int, default=DEFAULT_EPISODES)
-    parser.add_argument("--role", choices=("scientist", "lab_manager"), default="scientist")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--episodes", type=positive_int, default=DEFAULT_EPISODES,
+                        help="held-out episodes played each way (default %(default)s)")
+    parser.add_argument("--role", choices=ROLES, default="scientist", help="the seat the model plays")
     parser.add_argument("--model", default=None, help="checkpoint dir (default: the embedded model)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Time both ways on ``args.episodes`` held-out jobs and print the rates."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from replicalab import HELDOUT_SEEDS
+    from replicalab.scenarios import cells
+    from training.model.default import resolve_default_model
+    from training.rollout.policy import PolicyModel
+    from training.rollout.records import episode_jobs
+
     model_dir = args.model or str(resolve_default_model())
     policy = PolicyModel(model_dir)
-    seeds = list(HELDOUT_SEEDS)[: max(1, -(-args.episodes // 9))]
-    jobs = episode_jobs(cells(), seeds, args.role, limit=args.episodes)
+    grid = cells()
+    seeds = list(HELDOUT_SEEDS)[: -(-args.episodes // len(grid))]
+    jobs = episode_jobs(grid, seeds, args.role, limit=args.episodes)
     result = bench(policy, args.role, jobs)
     print(f"model {model_dir} on {policy.device}, role {args.role}, {result['episodes']} episodes")
     print(f"one at a time: {result['sequential_eps']:.2f} episodes/s")
     print(f"batched:       {result['batched_eps']:.2f} episodes/s")
     print(f"speedup:       {result['speedup']:.2f}x")
-    return result
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m training.bench.generate``: the same as ``replicalab bench generate``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

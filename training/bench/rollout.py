@@ -1,6 +1,6 @@
-"""Rollout throughput: in-process and Ray backends against plain batched generation.
+"""``replicalab bench rollout``: in-process and Ray rollouts against plain batched generation.
 
-    python -m training.bench.rollout [--episodes 64] [--max-new-tokens 96] [--model DIR]
+    replicalab bench rollout [--episodes 64] [--max-new-tokens 96] [--model DIR] [--ray-workers 1 2]
 
 Every configuration plays the same jobs (Scientist seat = the policy, scripted Lab Manager, greedy
 decoding so every run generates the same tokens) with one torch thread per process:
@@ -16,6 +16,7 @@ decoding so every run generates the same tokens) with one torch thread per proce
   times the two halves one after the other instead (no contention: what two independent machines
   would need), for reference.
 
+``--ray-workers`` with no number times the in-process rows only (no Ray).
 Overheads are ``time / bound_time - 1`` (``ray x2`` against ``bound x2``).  "others CPU" is the
 share of the machine's CPU that processes other than the bench's used during a timed run: figures
 taken beside a busy neighbour (more than a few percent) are not comparable.  Targets (reported, not
@@ -35,7 +36,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from replicalab import TRAIN_SEEDS  # noqa: E402
-from replicalab.scenarios import cells
+from replicalab.scenarios import cells  # noqa: E402
+from training.bench import positive_int  # noqa: E402
 from training.config.model import SamplingConfig  # noqa: E402
 from training.rollout.backends import RAY_ENV, InProcessBackend, RayBackend  # noqa: E402
 from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs  # noqa: E402
@@ -274,9 +276,11 @@ class ParallelBound:
 
 def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_workers: Sequence[int],
                bound_s: float, calls: Sequence[tuple[str, tuple, dict]], repeats: int) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    if not ray_workers:
+        return rows
     import ray
 
-    rows: dict[str, Any] = {}
     started_ray = not ray.is_initialized()
     if started_ray:
         for key, value in RAY_ENV.items():
@@ -329,7 +333,8 @@ def format_bench_rollout(result: dict[str, Any]) -> str:
         lines.append(f"WARNING: other processes used up to {max(noisy):.0f}% of the CPU during timed runs; "
                      "rerun on a quiet machine")
     if "inprocess" in result:
-        lines.append(f"plain generation would take {result['inprocess']['generate_share_pct']:.0f}% of the in-process rollout time")
+        lines.append(f"plain generation would take {result['inprocess']['generate_share_pct']:.0f}% "
+                     "of the in-process rollout time")
     if "speedup_x2_over_x1" in result:
         lines.append(f"ray x2 / ray x1 speedup {result['speedup_x2_over_x1']:.2f}x (target >= {TARGET_SPEEDUP}x; "
                      f"the bound itself scales {result['bound_speedup_x2']:.2f}x); overhead target "
@@ -337,23 +342,36 @@ def format_bench_rollout(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
-    """Command line entry: run the bench and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="checkpoint dir (default: the embedded model)")
-    parser.add_argument("--episodes", type=int, default=DEFAULT_EPISODES)
-    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
-    parser.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
-    parser.add_argument("--ray-workers", type=int, nargs="*", default=[1, 2])
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    parser.add_argument("--episodes", type=positive_int, default=DEFAULT_EPISODES,
+                        help="episodes per configuration (default %(default)s)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=DEFAULT_MAX_NEW_TOKENS,
+                        help="new tokens per model turn (default %(default)s)")
+    parser.add_argument("--max-rounds", type=positive_int, default=DEFAULT_MAX_ROUNDS,
+                        help="rounds per episode (default %(default)s)")
+    parser.add_argument("--ray-workers", type=positive_int, nargs="*", default=[1, 2],
+                        help="Ray pool sizes to time (default 1 2; none: in-process rows only, no Ray)")
+    parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS,
+                        help="every timing is the best of this many runs (default %(default)s)")
     parser.add_argument("--sample", action="store_true", help="sample (seeded) instead of greedy decoding")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the bench with ``args`` and print the table."""
     result = run_bench_rollout(args.model, episodes=args.episodes, max_new_tokens=args.max_new_tokens,
                                max_rounds=args.max_rounds, ray_workers=args.ray_workers,
                                repeats=args.repeats, sample=args.sample)
     print(format_bench_rollout(result))
-    return result
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m training.bench.rollout``: the same as ``replicalab bench rollout``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

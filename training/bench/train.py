@@ -7,23 +7,29 @@ and Ray overhead) and optimizer (TRL's loss, backward and step), with each as a 
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from training.bench import positive_int
+
+DEFAULT_CONFIG = "configs/train/default.yaml"
+DEFAULT_STEPS = 4
 PARTS = ("time/weight_sync_s", "time/generation_s", "time/environment_s", "time/optimizer_s")
 WEIGHT_SYNC_TARGET = 0.05
 
 
-def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = 4) -> dict[str, float]:
+def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = DEFAULT_STEPS) -> dict[str, float]:
     from training.config.train import load_train_config
     from training.trainer.run import run_train
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_train_config(config, [*overrides, f"grpo.max_steps={steps}", f"output_dir={tmp}",
-                                         "checkpoint.save_steps=100000", "validation.every_steps=0", "wandb.mode=disabled"])
+                                         "checkpoint.save_steps=100000", "validation.every_steps=0",
+                                         "wandb.mode=disabled"])
         run_train(cfg)
         rows = [json.loads(line) for line in (Path(tmp) / cfg.run_name / "metrics.jsonl").read_text().splitlines()]
     # the first step pays for warm-up (worker start, first forward): report the rest when there is a rest
@@ -31,12 +37,25 @@ def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = 4) 
     return {p: statistics.fmean(v[1:] if len(v) > 1 else v) for p, v in per_part.items() if v}
 
 
-def print_bench_train(result: dict[str, float]) -> None:
+def print_bench_train(result: dict[str, float], config: str = DEFAULT_CONFIG, steps: int = DEFAULT_STEPS) -> None:
     total = result.get("time/step_s") or sum(result.get(p, 0.0) for p in PARTS)
-    print("replicalab bench train: mean per training step (after the first)")
+    print(f"replicalab bench train: {config}, {steps} steps; mean per training step (after the first)")
     for p in PARTS:
         value = result.get(p, 0.0)
         print(f"  {p.split('/')[1][:-2]:<14} {value:8.3f} s  {100 * value / total:5.1f}%")
     print(f"  {'step':<14} {total:8.3f} s")
     share = result.get("time/weight_sync_s", 0.0) / total
     print(f"  weight sync is {100 * share:.1f}% of the step (target <= {100 * WEIGHT_SYNC_TARGET:.0f}%)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help="the train config to time (default %(default)s)")
+    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
+                        help="training steps to run (default %(default)s)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="TrainConfig overrides, e.g. rollout.num_workers=1")
+
+
+def run(args: argparse.Namespace) -> int:
+    print_bench_train(run_bench_train(args.config, args.overrides, steps=args.steps), args.config, args.steps)
+    return 0

@@ -21,29 +21,39 @@ class EvalConfig(BaseModel):
     """Agents are played as the Scientist against a fixed Lab Manager on the same seeds of one split.
 
     ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, reader,
-    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
+    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
+    (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
     """
 
     model_config = _STRICT
-    agents: list[str] = Field(default_factory=lambda: ["scripted:naive", "scripted:adaptive", "scripted:oracle"])
-    lab_manager: str = "scripted"
-    split: Literal["heldout", "train"] = "heldout"
-    episodes: int = Field(default=30, ge=2)
-    seed_offset: int = Field(default=0, ge=0)
-    templates: list[str] = Field(default_factory=lambda: list(TEMPLATES))
-    difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES))
-    backend: Literal["inprocess", "ray"] = "ray"
-    num_workers: int = Field(default=2, ge=1)
-    max_new_tokens: int = Field(default=128, ge=8)
-    #: Decoding of model agents: None is greedy; a temperature samples (seeded by ``sampling_seed``),
-    #: which evaluates the stochastic policy that training samples from.
-    temperature: Optional[float] = Field(default=None, gt=0.0)
-    sampling_seed: int = 0
-    max_rounds: int = Field(default=6, ge=1)
-    bootstrap_samples: int = Field(default=2000, ge=100)
-    out: str = "runs/eval"
-    run_name: str = "eval"
-    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    agents: list[str] = Field(
+        default_factory=lambda: ["scripted:naive", "scripted:adaptive", "scripted:oracle"], description=(
+            "Scientist seat specs to evaluate, each once: scripted:NAME (naive, adaptive, reader, oracle, "
+            "random) or model:DIR (a checkpoint, a Hugging Face id, model:default)."))
+    lab_manager: str = Field(default="scripted", description=(
+        "The fixed Lab Manager every agent plays against: scripted or model:DIR."))
+    split: Literal["heldout", "train"] = Field(default="heldout", description=(
+        "Seed split played: heldout (never trained on) or train."))
+    episodes: int = Field(default=30, ge=2, description=(
+        "Seeds per template x difficulty cell (the same seeds in every cell and for every agent)."))
+    seed_offset: int = Field(default=0, ge=0, description="Seeds skipped at the start of the split.")
+    templates: list[str] = Field(default_factory=lambda: list(TEMPLATES), description="Scenario templates played.")
+    difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES), description="Difficulties played.")
+    backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
+        "Where model agents play: inprocess or a pool of Ray workers (scripted agents always play in-process)."))
+    num_workers: int = Field(default=2, ge=1, description="Ray workers for model agents (backend=ray).")
+    max_new_tokens: int = Field(default=128, ge=8, description="New tokens per model turn.")
+    temperature: Optional[float] = Field(default=None, gt=0.0, description=(
+        "Decoding of model agents: None is greedy; a temperature samples (seeded by sampling_seed), which "
+        "evaluates the stochastic policy that training samples from."))
+    sampling_seed: int = Field(default=0, description="Seed of model agents' sampling (used with temperature).")
+    max_rounds: int = Field(default=6, ge=1, description="Negotiation rounds per episode before it times out.")
+    bootstrap_samples: int = Field(default=2000, ge=100, description=(
+        "Bootstrap resamples behind each 95% confidence interval (stratified by cell)."))
+    out: str = Field(default="runs/eval", description=(
+        "Output directory: report.json, report.md, PNG plots, metrics.jsonl, episodes.jsonl."))
+    run_name: str = Field(default="eval", description="W&B run name of the evaluation.")
+    wandb: WandbConfig = Field(default_factory=WandbConfig, description="Weights & Biases logging.")
 
     @field_validator("agents")
     @classmethod

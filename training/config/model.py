@@ -34,12 +34,16 @@ class SamplingConfig(BaseModel):
 
     model_config = _STRICT
 
-    temperature: float = Field(default=1.0, gt=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=0, ge=0)
-    max_new_tokens: int = Field(default=256, ge=1)
-    do_sample: bool = True
-    seed: Optional[int] = None
+    temperature: float = Field(default=1.0, gt=0.0, description=(
+        "Softmax temperature of sampling (ignored when do_sample is false)."))
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description=(
+        "Nucleus sampling: keep the smallest token set with this much probability; 1.0 disables it."))
+    top_k: int = Field(default=0, ge=0, description="Sample among the k most likely tokens only; 0 disables it.")
+    max_new_tokens: int = Field(default=256, ge=1, description=(
+        "New tokens per model turn (capped so the prompt still fits the model's context)."))
+    do_sample: bool = Field(default=True, description="Sample (true) or decode greedily (false).")
+    seed: Optional[int] = Field(default=None, description=(
+        "Seeds torch's generator once per generate call; None leaves the generator alone."))
 
 
 class ArchitectureConfig(BaseModel):
@@ -47,23 +51,26 @@ class ArchitectureConfig(BaseModel):
 
     model_config = _STRICT
 
-    hidden_size: int = Field(default=128, ge=16)
-    intermediate_size: int = Field(default=384, ge=16)
-    num_hidden_layers: int = Field(default=4, ge=1)
-    num_attention_heads: int = Field(default=2, ge=1)
-    num_key_value_heads: int = Field(default=2, ge=1)
-    #: Width of one attention head (None: hidden_size / num_attention_heads).
-    head_dim: Optional[int] = Field(default=None, ge=8)
-    max_position_embeddings: int = Field(default=4096, ge=64)
-    #: Huge by default: rotary positions barely rotate, so attention matches tokens by content (the copy
-    #: head of ``training.model.copy_circuit`` needs that); the causal mask still orders the sequence.
-    rope_theta: float = Field(default=1e9, gt=0.0)
-    tie_word_embeddings: bool = True
-    #: Initialise a copy (induction) circuit into layers 0-1 (``training.model.copy_circuit``).
-    copy_circuit: bool = True
-    #: Size of the circuit's copied embedding relative to an embedding: the larger, the more a copy
-    #: outweighs what the later layers add, so a rarely seen token is still copied as itself.
-    copy_scale: float = Field(default=10.0, gt=0.0)
+    hidden_size: int = Field(default=128, ge=16, description="Width of the residual stream (embedding size).")
+    intermediate_size: int = Field(default=384, ge=16, description="Width of each MLP's hidden layer.")
+    num_hidden_layers: int = Field(default=4, ge=1, description="Decoder layers.")
+    num_attention_heads: int = Field(default=2, ge=1, description="Query heads per attention layer.")
+    num_key_value_heads: int = Field(default=2, ge=1, description=(
+        "Key/value heads (grouped-query attention); must divide num_attention_heads."))
+    head_dim: Optional[int] = Field(default=None, ge=8, description=(
+        "Width of one attention head; None: hidden_size / num_attention_heads."))
+    max_position_embeddings: int = Field(default=4096, ge=64, description=(
+        "Context length in tokens (prompt plus completion); must hold the longest SFT example plus 64."))
+    rope_theta: float = Field(default=1e9, gt=0.0, description=(
+        "Rotary embedding base. Huge by default: positions barely rotate, so attention matches tokens by "
+        "content (the copy circuit needs that); the causal mask still orders the sequence."))
+    tie_word_embeddings: bool = Field(default=True, description="Share the input embedding and output head weights.")
+    copy_circuit: bool = Field(default=True, description=(
+        "Initialise a copy (induction) circuit into layers 0-1 (training.model.copy_circuit), so the model "
+        "can copy item names from the prompt before SFT."))
+    copy_scale: float = Field(default=10.0, gt=0.0, description=(
+        "Size of the circuit's copied embedding relative to an embedding: the larger, the more a copy "
+        "outweighs what later layers add, so a rarely seen token is still copied as itself."))
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ArchitectureConfig":
@@ -90,19 +97,26 @@ class SFTHyperParams(BaseModel):
 
     model_config = _STRICT
 
-    learning_rate: float = Field(default=2e-3, gt=0.0)
-    #: Learning rate of the completion-only phase (None: ``learning_rate``).
-    completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0)
-    lm_steps: int = Field(default=800, ge=0)
-    lm_phase_roles: tuple[Literal["scientist", "lab_manager"], ...] = ("scientist",)
-    completion_steps: int = Field(default=450, ge=1)
-    per_device_train_batch_size: int = Field(default=4, ge=1)
-    gradient_accumulation_steps: int = Field(default=1, ge=1)
-    warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0)
-    weight_decay: float = Field(default=0.0, ge=0.0)
-    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "cosine"
-    seed: int = 0
-    logging_steps: int = Field(default=100, ge=1)
+    learning_rate: float = Field(default=2e-3, gt=0.0, description="Peak AdamW learning rate of the all-token phase.")
+    completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0, description=(
+        "Peak learning rate of the completion-only phase; None: learning_rate."))
+    lm_steps: int = Field(default=800, ge=0, description=(
+        "Optimizer steps of phase 1 (loss on every token of the lm_phase_roles chats); 0 skips the phase."))
+    lm_phase_roles: tuple[Literal["scientist", "lab_manager"], ...] = Field(default=("scientist",), description=(
+        "Roles whose chats get the all-token loss in phase 1 (the others: assistant turns only)."))
+    completion_steps: int = Field(default=450, ge=1, description=(
+        "Optimizer steps of phase 2 (loss on the assistant turns only: the actions)."))
+    per_device_train_batch_size: int = Field(default=4, ge=1, description="Chat examples per micro-batch.")
+    gradient_accumulation_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
+    warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0, description=(
+        "Share of each phase's steps spent warming the learning rate up from 0."))
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW decoupled weight decay.")
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        default="cosine", description="Learning-rate schedule of each phase after warm-up.")
+    seed: int = Field(default=0, description=(
+        "Seeds weight initialisation, which scripted Scientist plays each transcript episode, the transcript "
+        "shuffle and SFT's data order."))
+    logging_steps: int = Field(default=100, ge=1, description="Optimizer steps between SFT loss log lines.")
 
 
 class DefaultModelConfig(BaseModel):
@@ -123,25 +137,34 @@ class DefaultModelConfig(BaseModel):
 
     model_config = _STRICT
 
-    vocab_size: int = Field(default=2048, ge=300)
-    tokenizer_min_frequency: int = Field(default=2, ge=1)
-    #: Add whole JSON tokens seen at least this often (0: BPE only); see ``training.model.tokenizer``.
-    json_token_min_frequency: int = Field(default=2, ge=0)
-    #: Add the integers ``0 .. number_tokens - 1`` as single tokens (0: digits stay BPE pieces).
-    number_tokens: int = Field(default=256, ge=0)
-    architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig)
-    sft: SFTHyperParams = Field(default_factory=SFTHyperParams)
-    n_train_seeds: int = Field(default=300, ge=1)
-    naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
-    reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0)
-    #: The scripted Scientists whose turns the Scientist seat learns from (every episode trains the Lab Manager).
+    vocab_size: int = Field(default=2048, ge=300, description=(
+        "Size of the byte-level BPE vocabulary trained on the transcripts (added tokens come on top)."))
+    tokenizer_min_frequency: int = Field(default=2, ge=1, description="Minimum count of a BPE merge.")
+    json_token_min_frequency: int = Field(default=2, ge=0, description=(
+        "Add whole JSON tokens (keys, item identifiers) seen at least this often as single tokens; "
+        "0: BPE only (training.model.tokenizer)."))
+    number_tokens: int = Field(default=256, ge=0, description=(
+        "Add the integers 0 .. number_tokens - 1 as single tokens; 0: digits stay BPE pieces."))
+    architecture: ArchitectureConfig = Field(default_factory=ArchitectureConfig, description="The model's shape.")
+    sft: SFTHyperParams = Field(default_factory=SFTHyperParams, description="The supervised warm start.")
+    n_train_seeds: int = Field(default=300, ge=1, description=(
+        "Training seeds (from the start of TRAIN_SEEDS) whose scripted episodes, on every template x "
+        "difficulty, make the transcripts."))
+    naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0, description=(
+        "Share of transcript episodes whose Scientist is NaiveScientist."))
+    reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0, description=(
+        "Share of transcript episodes whose Scientist is ReaderScientist (the rest: AdaptiveScientist)."))
     scientist_transcripts: tuple[Literal["adaptive", "naive", "reader"], ...] = Field(
-        default=("adaptive", "reader"), min_length=1)
-    max_rounds: int = Field(default=6, ge=1)
-    scientist_first_turn_repeats: int = Field(default=1, ge=0)
-    #: Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another technique.
-    #: With them the warm start sometimes revises after a suggestion where it would otherwise always accept,
-    #: so GRPO's groups hold both answers to compare (0: it accepts, and every group agrees).
-    scientist_decision_turn_repeats: int = Field(default=4, ge=0)
-    max_new_tokens: int = Field(default=192, ge=16)
-    torch_threads: int = Field(default=2, ge=1)
+        default=("adaptive", "reader"), min_length=1, description=(
+            "Scripted Scientists whose turns the Scientist seat learns from (every episode trains the "
+            "Lab Manager seat)."))
+    max_rounds: int = Field(default=6, ge=1, description="Rounds per transcript episode.")
+    scientist_first_turn_repeats: int = Field(default=1, ge=0, description=(
+        "Extra copies of each Scientist opening turn (the protocol proposal) among the SFT examples."))
+    scientist_decision_turn_repeats: int = Field(default=4, ge=0, description=(
+        "Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another "
+        "technique: the warm start then sometimes revises where it would always accept, so GRPO groups "
+        "hold both answers (0: it accepts, and every group agrees)."))
+    max_new_tokens: int = Field(default=192, ge=16, description=(
+        "max_new_tokens written into the checkpoint's generation config (used by greedy evaluation)."))
+    torch_threads: int = Field(default=2, ge=1, description="Torch CPU threads during the build.")

@@ -21,9 +21,9 @@ class Range(BaseModel):
     """A continuous range for random search (``log`` samples uniformly in log space)."""
 
     model_config = _STRICT
-    low: float
-    high: float
-    log: bool = False
+    low: float = Field(description="Lower end of the range.")
+    high: float = Field(description="Upper end of the range (above low).")
+    log: bool = Field(default=False, description="Sample uniformly in log space (low must be positive).")
 
     @model_validator(mode="after")
     def _order(self) -> "Range":
@@ -33,21 +33,31 @@ class Range(BaseModel):
 
 
 class SweepConfig(BaseModel):
+    """Trials of ``replicalab train``: ``base`` + ``overrides`` + one point of ``search`` each, scored by
+    ``metric`` from the trial's ``metrics.jsonl`` (training-split episodes only)."""
+
     model_config = _STRICT
-    name: str = "sweep"
-    base: str = "configs/train/default.yaml"
-    overrides: list[str] = Field(default_factory=list)
-    method: Literal["grid", "random"] = "grid"
-    search: dict[str, Union[list[Any], Range]] = Field(default_factory=dict)
-    num_samples: int = Field(default=4, ge=1)  # random search: trials; grid: ignored
-    max_trials: int = Field(default=16, ge=1)
-    metric: str = "reward/mean"
-    metric_window: int = Field(default=3, ge=1)  # mean of the metric's last N logged values
-    mode: Literal["max", "min"] = "max"
-    max_concurrent_trials: int = Field(default=1, ge=1)
-    cpus_per_trial: float = Field(default=2.0, gt=0)
-    out: str = "runs/sweeps"
-    seed: int = 0
+    name: str = Field(default="sweep", description=(
+        "Sweep name: its directory under out, the trials' run-name prefix and their W&B group."))
+    base: str = Field(default="configs/train/default.yaml", description="The TrainConfig YAML every trial starts from.")
+    overrides: list[str] = Field(default_factory=list, description=(
+        "KEY=VALUE overrides applied to base in every trial, before the trial's own parameters."))
+    method: Literal["grid", "random"] = Field(default="grid", description=(
+        "grid: every combination of the listed values; random: num_samples points drawn with seed."))
+    search: dict[str, Union[list[Any], Range]] = Field(default_factory=dict, description=(
+        "Dotted TrainConfig key -> list of values, or (random search) a range {low, high, log}."))
+    num_samples: int = Field(default=4, ge=1, description="Random search: trials drawn; grid: ignored.")
+    max_trials: int = Field(default=16, ge=1, description="Upper bound on trials (a larger grid fails).")
+    metric: str = Field(default="reward/mean", description="metrics.jsonl key that scores a trial.")
+    metric_window: int = Field(default=3, ge=1, description=(
+        "A trial's score is the mean of the metric's last N logged values."))
+    mode: Literal["max", "min"] = Field(default="max", description=(
+        "Whether the best trial maximises or minimises the score."))
+    max_concurrent_trials: int = Field(default=1, ge=1, description="Trials Ray Tune runs at once.")
+    cpus_per_trial: float = Field(default=2.0, gt=0, description="Ray CPUs each trial reserves.")
+    out: str = Field(default="runs/sweeps", description=(
+        "Parent directory: trials, trials.csv/.md and best.yaml go under out/name."))
+    seed: int = Field(default=0, description="Seed of random search's draws.")
 
     @model_validator(mode="after")
     def _check(self) -> "SweepConfig":

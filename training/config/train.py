@@ -42,8 +42,12 @@ class SeatsConfig(BaseModel):
     (scientist only) or ``model:DIR`` (a frozen checkpoint).  At least one seat is ``policy``."""
 
     model_config = _STRICT
-    scientist: str = POLICY
-    lab_manager: str = SCRIPTED
+    scientist: str = Field(default=POLICY, description=(
+        "Seat of the Scientist: policy (trained), scripted (AdaptiveScientist), scripted:naive|adaptive|reader|random, "
+        "or model:DIR (a frozen checkpoint or Hugging Face id)."))
+    lab_manager: str = Field(default=SCRIPTED, description=(
+        "Seat of the Lab Manager: policy (trained, sharing the Scientist's weights if both train), scripted "
+        "(ScriptedLabManager) or model:DIR (frozen)."))
 
     @model_validator(mode="after")
     def _check(self) -> "SeatsConfig":
@@ -63,14 +67,23 @@ class RolloutConfig(BaseModel):
     """How episodes are played: in the driver process or on a pool of Ray actors."""
 
     model_config = _STRICT
-    backend: Literal["inprocess", "ray"] = "ray"
-    num_workers: int = Field(default=2, ge=1)
-    torch_threads_per_worker: int = Field(default=1, ge=1)
+    backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
+        "Where episodes are played: inprocess (the driver, one policy copy) or ray (a pool of actor workers)."))
+    num_workers: int = Field(default=2, ge=1, description=(
+        "Ray rollout workers (actors), each with its own policy copy; a step's jobs are split between them. "
+        "Ignored in-process."))
+    torch_threads_per_worker: int = Field(default=1, ge=1, description=(
+        "Torch CPU threads of each Ray worker; each worker also reserves this many Ray CPUs."))
     sampling: SamplingConfig = Field(
-        default_factory=lambda: SamplingConfig(temperature=1.0, max_new_tokens=ROLLOUT_MAX_NEW_TOKENS))
-    max_rounds: int = Field(default=6, ge=1)
-    ray_address: Optional[str] = None  # None: start a local Ray; "auto" or host:port: join a cluster
-    max_worker_restarts: int = Field(default=3, ge=0)
+        default_factory=lambda: SamplingConfig(temperature=1.0, max_new_tokens=ROLLOUT_MAX_NEW_TOKENS),
+        description=("How policy seats sample in rollouts (do_sample must stay true; max_new_tokens is per turn "
+                     "and may not exceed grpo.max_completion_length)."))
+    max_rounds: int = Field(default=6, ge=1, description=(
+        "Negotiation rounds per episode (one Scientist and one Lab Manager turn each) before it times out."))
+    ray_address: Optional[str] = Field(default=None, description=(
+        "Ray cluster to join: None starts a local Ray; 'auto' or host:port joins a running cluster."))
+    max_worker_restarts: int = Field(default=3, ge=0, description=(
+        "Dead Ray workers replaced (and their shard re-run) within one collect before the step fails."))
 
     @field_validator("sampling")
     @classmethod
@@ -91,25 +104,45 @@ class GRPOParams(BaseModel):
     """
 
     model_config = _STRICT
-    num_generations: int = Field(default=8, ge=2)
-    groups_per_step: int = Field(default=4, ge=1)
-    learning_rate: float = Field(default=2e-4, gt=0.0)
-    max_steps: int = Field(default=100, ge=1)
-    beta: float = Field(default=0.0, ge=0.0)
-    loss_type: LOSS_TYPES = "dapo"
-    epsilon: float = Field(default=0.2, gt=0.0)
-    epsilon_high: Optional[float] = Field(default=None, gt=0.0)
-    num_iterations: int = Field(default=1, ge=1)
-    scale_rewards: SCALE_REWARDS = "group"
-    importance_sampling_level: Literal["token", "sequence"] = "token"
-    max_grad_norm: float = Field(default=1.0, gt=0.0)
-    warmup_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
-    lr_scheduler_type: LR_SCHEDULERS = "constant"
-    weight_decay: float = Field(default=0.0, ge=0.0)
-    max_completion_length: int = Field(default=1024, ge=16)
-    gradient_accumulation_steps: int = Field(default=1, ge=1)
-    #: Recompute activations in the backward pass (TRL's default is on; it only pays on large models).
-    gradient_checkpointing: bool = False
+    num_generations: int = Field(default=8, ge=2, description=(
+        "Episodes per GRPO group (same seed, role and opponent); advantages are computed within a group."))
+    groups_per_step: int = Field(default=4, ge=1, description=(
+        "GRPO groups per optimizer step; a step plays groups_per_step * num_generations episodes."))
+    learning_rate: float = Field(default=2e-4, gt=0.0, description="Peak AdamW learning rate.")
+    max_steps: int = Field(default=100, ge=1, description=(
+        "Optimizer steps of the run; it consumes max_steps * groups_per_step distinct training seeds."))
+    beta: float = Field(default=0.0, ge=0.0, description=(
+        "KL penalty coefficient against the reference (initial) model; 0 loads no reference model."))
+    loss_type: LOSS_TYPES = Field(default="dapo", description=(
+        "TRL's GRPO loss variant (how token losses are normalised and clipped), e.g. grpo, dr_grpo, dapo, luspo."))
+    epsilon: float = Field(default=0.2, gt=0.0, description=(
+        "PPO-style clipping range of the importance ratio (lower side, and upper side unless epsilon_high)."))
+    epsilon_high: Optional[float] = Field(default=None, gt=0.0, description=(
+        "Upper clipping range of the importance ratio (DAPO's clip-higher); None: same as epsilon."))
+    num_iterations: int = Field(default=1, ge=1, description=(
+        "Optimisation passes over each step's rollouts (GRPO's mu); above 1 the ratio departs from 1 and "
+        "clipping acts."))
+    scale_rewards: SCALE_REWARDS = Field(default="group", description=(
+        "Divide advantages by the reward std of the group, of the whole batch, or not at all (none); "
+        "true/false mean group/none."))
+    importance_sampling_level: Literal["token", "sequence"] = Field(default="token", description=(
+        "Importance ratio per token, or one per sequence (GSPO; TRL expects it with loss_type=luspo)."))
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Gradient clipping: maximum global L2 norm.")
+    warmup_ratio: float = Field(default=0.0, ge=0.0, lt=1.0, description=(
+        "Share of max_steps spent warming the learning rate up from 0 (passed to TRL as warmup_steps < 1)."))
+    lr_scheduler_type: LR_SCHEDULERS = Field(default="constant", description=(
+        "Learning-rate schedule after warm-up: linear, cosine (decay to 0 at max_steps), constant, "
+        "constant_with_warmup."))
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW decoupled weight decay.")
+    max_completion_length: int = Field(default=1024, ge=16, description=(
+        "Tokens of one role's whole multi-turn trajectory (all its turns plus the masked opponent tokens) "
+        "the trainer scores."))
+    gradient_accumulation_steps: int = Field(default=1, ge=1, description=(
+        "Micro-batches per optimizer step: the step's episodes are split into this many forward/backward "
+        "passes (must divide groups_per_step * num_generations)."))
+    gradient_checkpointing: bool = Field(default=False, description=(
+        "Recompute activations in the backward pass: less memory, more time (TRL's default is on; it only "
+        "pays on large models)."))
 
     @field_validator("scale_rewards", mode="before")
     @classmethod
@@ -134,9 +167,12 @@ class DataConfig(BaseModel):
     after the first ``seed_offset`` of them."""
 
     model_config = _STRICT
-    templates: list[str] = Field(default_factory=lambda: list(TEMPLATES))
-    difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES))
-    seed_offset: int = Field(default=0, ge=0)
+    templates: list[str] = Field(default_factory=lambda: list(TEMPLATES), description=(
+        "Scenario templates training draws from (cell_biology, ml_benchmark, behavioral_psychology)."))
+    difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES), description=(
+        "Difficulties training draws from (easy, medium, hard)."))
+    seed_offset: int = Field(default=0, ge=0, description=(
+        "Training seeds skipped at the start of TRAIN_SEEDS (e.g. to keep seeds used by the warm start out)."))
 
     @field_validator("templates", "difficulties")
     @classmethod
@@ -161,46 +197,65 @@ class WandbConfig(BaseModel):
     """Weights & Biases sink (driver only).  ``offline`` needs no key; ``disabled`` imports nothing."""
 
     model_config = _STRICT
-    mode: Literal["offline", "online", "disabled"] = "offline"
-    project: str = "replicalab"
-    entity: Optional[str] = None
-    group: Optional[str] = None
-    tags: list[str] = Field(default_factory=list)
-    transcripts_per_step: int = Field(default=4, ge=0)
+    mode: Literal["offline", "online", "disabled"] = Field(default="offline", description=(
+        "W&B mode: offline (local files, no key; sync later), online (needs a login), disabled (no wandb "
+        "import; metrics.jsonl is written anyway)."))
+    project: str = Field(default="replicalab", description="W&B project name.")
+    entity: Optional[str] = Field(default=None, description="W&B user or team; None: the login's default entity.")
+    group: Optional[str] = Field(default=None, description=(
+        "W&B run group (a sweep sets it to the sweep's name); None: ungrouped."))
+    tags: list[str] = Field(default_factory=list, description="W&B run tags.")
+    transcripts_per_step: int = Field(default=4, ge=0, description=(
+        "Episode transcripts per logged step in the W&B episodes table (spread over the step's episodes); "
+        "0: none.  episodes.jsonl always holds every episode."))
 
 
 class CheckpointConfig(BaseModel):
     """Checkpoint every ``save_steps`` optimizer steps, keeping the newest ``save_total_limit``."""
     model_config = _STRICT
-    save_steps: int = Field(default=10, ge=1)
-    save_total_limit: int = Field(default=3, ge=1)
+    save_steps: int = Field(default=10, ge=1, description=(
+        "Optimizer steps between checkpoints (checkpoint-N under the run's checkpoints/)."))
+    save_total_limit: int = Field(default=3, ge=1, description=(
+        "Newest checkpoints kept; older ones are deleted."))
 
 
 class ValidationConfig(BaseModel):
     """Periodic evaluation on held-out seeds during training (``every_steps=0`` turns it off)."""
 
     model_config = _STRICT
-    every_steps: int = Field(default=0, ge=0)
-    episodes: int = Field(default=27, ge=1)
+    every_steps: int = Field(default=0, ge=0, description=(
+        "Optimizer steps between held-out checks of the current weights as the Scientist (logged as "
+        "heldout/*); 0: off."))
+    episodes: int = Field(default=27, ge=1, description=(
+        "Held-out episodes per check, spread over the data cells from the start of HELDOUT_SEEDS "
+        "(the same ones each time)."))
 
 
 class TrainConfig(BaseModel):
     """Everything one training run needs.  ``bf16=None`` means on exactly when the device is cuda."""
 
     model_config = _STRICT
-    run_name: str = "default"
-    output_dir: str = "runs"
-    seed: int = 0
-    model: str = DEFAULT_MODEL  # a local directory, a Hugging Face id, or "default" (the embedded model)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    bf16: Optional[bool] = None
-    seats: SeatsConfig = Field(default_factory=SeatsConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    grpo: GRPOParams = Field(default_factory=GRPOParams)
-    data: DataConfig = Field(default_factory=DataConfig)
-    wandb: WandbConfig = Field(default_factory=WandbConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    run_name: str = Field(default="default", description=(
+        "Name of the run: its directory under output_dir and its W&B run name (a plain directory name)."))
+    output_dir: str = Field(default="runs", description=(
+        "Parent directory of run directories; the run writes output_dir/run_name."))
+    seed: int = Field(default=0, description=(
+        "Seeds the training rows (which seeds, in which order), TRL's shuffling and every step's sampling."))
+    model: str = Field(default=DEFAULT_MODEL, description=(
+        "Starting weights: a local checkpoint directory, a Hugging Face id, or 'default' (the embedded "
+        "model, built on first use)."))
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description=(
+        "Training device: auto picks cuda when available, else cpu; cuda without a GPU fails."))
+    bf16: Optional[bool] = Field(default=None, description=(
+        "Train in bfloat16 mixed precision; None: on exactly when the device is cuda."))
+    seats: SeatsConfig = Field(default_factory=SeatsConfig, description="Who plays each role.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
+    grpo: GRPOParams = Field(default_factory=GRPOParams, description="GRPO hyper-parameters (TRL GRPOConfig).")
+    data: DataConfig = Field(default_factory=DataConfig, description="Which scenarios training draws.")
+    wandb: WandbConfig = Field(default_factory=WandbConfig, description="Weights & Biases logging.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoint schedule.")
+    validation: ValidationConfig = Field(default_factory=ValidationConfig, description=(
+        "Periodic held-out check during training."))
     placement: PlacementConfig = Field(default_factory=PlacementConfig, description="GPUs and CPUs of the learner and each rollout worker, and the Ray placement strategy (planned before anything loads).")
 
     @field_validator("run_name", "model", "output_dir")

@@ -8,6 +8,7 @@ and logs the report to W&B.  Every agent plays the same seeds, so comparisons ar
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,6 +22,7 @@ from training.eval.metrics import episode_metrics
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs
 
+log = logging.getLogger(__name__)  # ``logger`` names the run's RunLogger below
 ORACLE = "scripted:oracle"
 
 
@@ -106,6 +108,9 @@ def build_report(cfg: EvalConfig, played: dict[str, list[EpisodeLog]]) -> dict[s
 
 
 def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     from training.eval.report import plot_report, report_markdown
     from training.tracking import RunLogger
 
@@ -113,10 +118,15 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     jobs = episode_jobs(cfg.cells, cfg.seeds)
     played: dict[str, list[EpisodeLog]] = {}
-    for spec in dict.fromkeys([*cfg.agents, ORACLE]):
-        if progress:
-            print(f"evaluating {spec} on {len(jobs)} {cfg.split} episodes ...", flush=True)
-        played[spec] = play_agent(spec, cfg, jobs)
+    specs = list(dict.fromkeys([*cfg.agents, ORACLE]))
+    bar = tqdm(total=len(specs) * len(jobs), desc="eval", unit="episode", disable=None if progress else True)
+    with bar, logging_redirect_tqdm():
+        for spec in specs:
+            if progress:
+                log.info("evaluating %s on %d %s episodes", spec, len(jobs), cfg.split)
+            bar.set_postfix_str(spec)
+            played[spec] = play_agent(spec, cfg, jobs)
+            bar.update(len(jobs))
     report = build_report(cfg, played)
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (out / "report.md").write_text(report_markdown(report), encoding="utf-8")

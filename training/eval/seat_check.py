@@ -11,6 +11,7 @@ the very same scenarios.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from statistics import mean
@@ -26,6 +27,8 @@ from training.rollout.agent import greedy_for
 from training.rollout.play import play_jobs
 from training.rollout.policy import PolicyModel
 from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs
+
+logger = logging.getLogger(__name__)
 
 #: The other seat of each evaluated seat: (scientist spec, lab manager spec).
 SEATS: dict[str, tuple[str, str]] = {
@@ -128,6 +131,8 @@ def evaluate_model_seats(
                  "lab_manager": ("ScriptedLabManager (vs Adaptive)", "scripted:adaptive")}
     for role, (scientist, lab_manager) in SEATS.items():
         jobs = episode_jobs(cells(templates or TEMPLATES, difficulties or DIFFICULTIES), seeds, role)
+        logger.info("evaluating %s as the %s on %d episodes (and its baseline on the same)", policy.name_or_path,
+                    role, len(jobs))
         records = _play(policy, jobs, scientist, lab_manager, sampling, batch_size)
         name, spec = baselines[role]
         baseline = _mean_reward(_play(None, jobs, spec, "scripted", sampling, batch_size))

@@ -10,6 +10,7 @@ directory (config, weights, tokenizer, generation config, ``README.md`` model ca
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -29,6 +30,7 @@ from training.model.card import BUILD_INFO_FILE, model_card
 from training.model.sft import run_sft, tokenize_example
 from training.model.tokenizer import save_and_verify, train_tokenizer
 
+logger = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Completion tokens the context must hold beyond the longest training prompt.
 MIN_COMPLETION_ROOM = 64
@@ -104,14 +106,15 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     out = Path(out_dir).expanduser().resolve()
     started, cpu_started = time.perf_counter(), time.process_time()
     torch.set_num_threads(cfg.torch_threads)
-    _say(progress, f"[default-model] recording scripted transcripts on {cfg.n_train_seeds} train seeds")
+    _say(progress, f"recording scripted transcripts on {cfg.n_train_seeds} train seeds")
     sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
                                           reader_fraction=cfg.reader_fraction,
                                           scientist_kinds=cfg.scientist_transcripts,
-                                          max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed)
+                                          max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed,
+                                          progress=progress)
     labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats, cfg.scientist_decision_turn_repeats)
     examples = [ex for _, ex in labelled]
-    _say(progress, f"[default-model] {stats.examples_scientist} scientist + {stats.examples_lab_manager} "
+    _say(progress, f"{stats.examples_scientist} scientist + {stats.examples_lab_manager} "
                    f"lab-manager turns from {stats.episodes} episodes as {len(examples)} chat examples; "
                    "training tokenizer")
     tokenizer = train_tokenizer(example_texts(examples), vocab_size=cfg.vocab_size,
@@ -126,7 +129,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         raise ValueError(f"longest example has {max_len} tokens; max_position_embeddings={positions} is too small")
     model = make_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     n_params = sum(p.numel() for p in model.parameters())
-    _say(progress, f"[default-model] {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, "
+    _say(progress, f"{n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, "
                    f"longest example {max_len} tokens (mean {sum(lengths) / len(lengths):.0f}, "
                    f"{sum(lengths)} in all); SFT")
     phases, losses = [], []
@@ -134,12 +137,12 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         roles = cfg.sft.lm_phase_roles
         losses.append(f"loss on all tokens of the {' and '.join(roles) or 'no'} chats, "
                       "on the assistant turns of the others")
-        _say(progress, f"[default-model] SFT phase 1: {cfg.sft.lm_steps} steps, {losses[0]}")
+        _say(progress, f"SFT phase 1: {cfg.sft.lm_steps} steps, {losses[0]}")
         lm_rows = [lm_phase_row(row, role in roles) for (role, _), row in zip(labelled, rows)]
         phases.append(run_sft(model, tokenizer, lm_rows, cfg.sft, max_length=max_len,
                               max_steps=cfg.sft.lm_steps, completion_only=True, progress=progress))
     losses.append("loss on the assistant turns")
-    _say(progress, f"[default-model] SFT phase {len(phases) + 1}: {cfg.sft.completion_steps} steps, {losses[-1]}")
+    _say(progress, f"SFT phase {len(phases) + 1}: {cfg.sft.completion_steps} steps, {losses[-1]}")
     phases.append(run_sft(model, tokenizer, rows, cfg.sft, max_length=max_len,
                           max_steps=cfg.sft.completion_steps, completion_only=True,
                           learning_rate=cfg.sft.completion_learning_rate, progress=progress))
@@ -172,7 +175,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     if out.exists():
         shutil.rmtree(out)
     scratch.rename(out)
-    _say(progress, f"[default-model] wrote {out} in {info['build_seconds']:.0f}s "
+    _say(progress, f"wrote {out} in {info['build_seconds']:.0f}s "
                    f"(SFT steps {[p.steps for p in phases]}, final-phase mean loss {sft.mean_loss:.3f})")
     return out
 
@@ -210,6 +213,6 @@ def lm_phase_row(row: dict[str, list[int]], all_tokens: bool) -> dict[str, list[
 
 def _say(progress: bool, text: str) -> None:
     if progress:
-        print(text, flush=True)
+        logger.info(text)
 
 

@@ -101,7 +101,7 @@ def record_episode(seed: int, template: str, difficulty: str, *, scientist: str 
 
 def collect_transcripts(
     n_seeds: int, *, naive_fraction: float = 0.0, reader_fraction: float = 0.0, max_rounds: int = 6,
-    shuffle_seed: int = 0, scientist_kinds: tuple[str, ...] = ("adaptive", "reader"),
+    shuffle_seed: int = 0, scientist_kinds: tuple[str, ...] = ("adaptive", "reader"), progress: bool = False,
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
@@ -110,8 +110,11 @@ def collect_transcripts(
     ``naive_fraction``, else ``ReaderScientist`` with probability ``reader_fraction``, else
     ``AdaptiveScientist``.  Every episode gives a Lab Manager transcript; only the episodes of the
     Scientists in ``scientist_kinds`` give a Scientist transcript (the others add varied states for the
-    Lab Manager seat without teaching the Scientist seat their policy).
+    Lab Manager seat without teaching the Scientist seat their policy).  ``progress`` shows a progress
+    bar on a terminal.
     """
+    from tqdm import tqdm
+
     unknown = [k for k in scientist_kinds if k not in SCIENTISTS]
     if unknown or not scientist_kinds:
         raise ValueError(f"scientist_kinds must name some of {', '.join(SCIENTISTS)}; got {list(scientist_kinds)}")
@@ -122,7 +125,9 @@ def collect_transcripts(
     lab: list[Transcript] = []
     counts = {name: 0 for name in SCIENTISTS}
     recorded_rewards: list[float] = []
-    for seed, template, difficulty in episode_grid(n_seeds):
+    grid = list(episode_grid(n_seeds))
+    bar = tqdm(grid, desc="transcripts", unit="episode", disable=None if progress else True)
+    for seed, template, difficulty in bar:
         draw = rng.random()
         kind = "naive" if draw < naive_fraction else "reader" if draw < naive_fraction + reader_fraction else "adaptive"
         sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
