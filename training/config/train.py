@@ -21,6 +21,7 @@ from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
 from replicalab.seeds import check_train_seed
 from training.config.loading import load_config
 from training.config.model import SamplingConfig
+from training.config.placement import PlacementConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
@@ -255,6 +256,7 @@ class TrainConfig(BaseModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoint schedule.")
     validation: ValidationConfig = Field(default_factory=ValidationConfig, description=(
         "Periodic held-out check during training."))
+    placement: PlacementConfig = Field(default_factory=PlacementConfig, description="GPUs and CPUs of the learner and each rollout worker, and the Ray placement strategy (planned before anything loads).")
 
     @field_validator("run_name", "model", "output_dir")
     @classmethod

@@ -1,0 +1,428 @@
+"""Placement: which process holds which GPUs, planned before anything loads, then reserved in Ray.
+
+``plan_placement(cfg, cluster, ...)`` resolves ``cfg.placement`` against the cluster's resources into a
+``PlacementPlan``: the learner's processes on GPUs ``0..k-1`` of the driver's node (one GPU each), every
+rollout worker's GPU share, CPUs and model copies, and the estimated memory on every GPU
+(``training.rollout.memory``).  A layout that cannot work -- more GPU shares than GPUs, a worker Ray
+could not place under the strategy, too few CPUs, a GPU whose estimate exceeds its memory -- raises
+``UserInputError`` with one line that names the arithmetic and a fix.  ``plan.render()`` is the
+pre-flight table; ``python -m training.rollout.placement --config FILE [KEY=VALUE ...]`` prints it
+(``training.rollout.preflight``: the model's size from its config.json, the cluster from Ray or by hand).
+
+``make_placement_group(plan)`` reserves the plan in Ray: bundle 0 holds the learner's GPUs on the
+driver's node (no actor uses it: the reservation keeps workers off those GPUs), then one bundle
+``{"GPU": g, "CPU": c}`` per rollout worker.  It waits up to ``placement.max_wait_s`` (naming the
+missing resources on timeout), checks that the learner's bundle got the GPUs the learner uses, and
+returns a ``PlacedGroup`` whose ``worker_options(slot)`` are the actor options of worker ``slot``
+(a replacement worker reuses its slot's bundle).
+
+The unit is one GPU *device*: Ray never splits a bundle's share over two devices, so workers of share
+``g <= 1`` fit ``floor(1/g)`` to a GPU, and a share above 1 must be whole GPUs of one node.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+from replicalab.seats import MODEL_PREFIX
+from training.config.placement import AUTO
+from training.config.train import TrainConfig
+from training.errors import UserInputError
+from training.rollout.cluster import ClusterResources, NodeResources
+from training.rollout.memory import (
+    GIB,
+    LORA_TRAINABLE_FRACTION,
+    SHIPPED_BYTES_PER_PARAM,
+    MemoryEstimate,
+    ModelShape,
+    ceil_div,
+    context_tokens,
+    gib,
+    learner_memory,
+    rollout_kv_gib,
+    worker_memory,
+)
+from training.rollout.placement_group import PlacedGroup, make_placement_group
+
+logger = logging.getLogger(__name__)
+
+#: Float slack when fitting GPU shares onto a device.
+SHARE_EPS = 1e-6
+LEARNER, ROLLOUT = "learner", "rollout"
+
+
+@dataclass(frozen=True)
+class ProcessPlacement:
+    """One process of the run: where it sits and what it holds on each of its GPUs."""
+
+    name: str
+    role: str  # LEARNER or ROLLOUT
+    node: int
+    gpus: tuple[int, ...]  # device indices on its node (empty: CPU)
+    gpu_share: float  # of each listed GPU Ray reserves for it
+    cpus: float
+    model_copies: int
+    memory: Optional[MemoryEstimate]  # per GPU; None when unknown or on CPU
+
+
+@dataclass(frozen=True)
+class GpuLoad:
+    """One GPU device: who holds it, the Ray share reserved, the estimated memory (None: unknown)."""
+
+    node: int
+    gpu: int
+    holders: tuple[str, ...]
+    reserved: float
+    memory_gib: Optional[float]
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    """The resolved layout of a run (see the module docstring)."""
+
+    cluster: ClusterResources
+    strategy: str
+    backend: str
+    max_wait_s: float
+    trainer_gpus: int
+    gpus_per_worker: float
+    cpus_per_worker: float
+    learners: tuple[ProcessPlacement, ...]
+    workers: tuple[ProcessPlacement, ...]
+    gpu_loads: tuple[GpuLoad, ...]
+    params: Optional[int]
+    dtype_bytes: int
+    lora: bool
+    sharded: bool
+    weights_gib: Optional[float]
+    object_store_gib: Optional[float]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def worker_device(self) -> str:
+        """The torch device of the rollout workers: cuda when they hold a GPU share, else cpu."""
+        return "cuda" if self.gpus_per_worker > 0 else "cpu"
+
+    def trainer_bundle(self) -> Optional[dict[str, float]]:
+        """The learner's reservation (None when it holds no GPU)."""
+        return {"GPU": float(self.trainer_gpus)} if self.trainer_gpus else None
+
+    def worker_bundle(self) -> Optional[dict[str, float]]:
+        """One rollout worker's reservation (None when it reserves nothing)."""
+        bundle = {k: float(v) for k, v in (("GPU", self.gpus_per_worker), ("CPU", self.cpus_per_worker)) if v > 0}
+        return bundle or None
+
+    def render(self) -> str:
+        return render_plan(self)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def _resolve_trainer_gpus(cfg: TrainConfig, cluster: ClusterResources, processes: int) -> int:
+    p, on_cpu = cfg.placement, cfg.device == "cpu"
+    k = (0 if on_cpu or cluster.gpus == 0 else processes) if p.trainer_gpus == AUTO else int(p.trainer_gpus)
+    if k and on_cpu:
+        raise UserInputError(f"placement.trainer_gpus={k} but device=cpu; set placement.trainer_gpus=0 or device=cuda")
+    if not k and cfg.device == "cuda":
+        have = f"the cluster has {cluster.gpus} GPUs" if cluster.gpus else "the cluster has no GPU"
+        raise UserInputError(f"device=cuda but the learner holds no GPU ({have}); set placement.trainer_gpus=1 or device=cpu")
+    if k and k != processes:
+        raise UserInputError(f"placement.trainer_gpus={k} but the learner runs {processes} process(es), one GPU each; "
+                      f"launch with torchrun --nproc_per_node {k} (or accelerate launch --num_processes {k}) "
+                      f"or set placement.trainer_gpus={processes}")
+    head = cluster.per_node[0].gpus
+    if k > head:
+        raise UserInputError(f"placement.trainer_gpus={k} but the driver's node has {head} GPUs (the learner runs on "
+                      f"one node); set placement.trainer_gpus={head} or less")
+    return k
+
+
+def _resolve_worker_gpus(cfg: TrainConfig, cluster: ClusterResources, k: int, n: int) -> float:
+    p, free = cfg.placement, cluster.gpus - k
+    if p.gpus_per_worker != AUTO:
+        g = float(p.gpus_per_worker)
+        if g and cfg.device == "cpu":
+            raise UserInputError(f"placement.gpus_per_worker={_fmt(g)} but device=cpu; set placement.gpus_per_worker=0")
+        return g
+    if not n or cfg.device == "cpu" or cluster.gpus == 0:
+        return 0.0
+    if free <= 0:
+        raise UserInputError(f"{n} rollout workers want GPUs but the learner's {k} GPU(s) are all the cluster has; "
+                      "set rollout.backend=inprocess (episodes on the learner's GPU) or placement.gpus_per_worker=0 "
+                      "(CPU workers), or add GPUs")
+    per_gpu = ceil_div(n, free)
+    return 1.0 if per_gpu == 1 else 1.0 / per_gpu
+
+
+def _devices_needed(n: int, g: float) -> int:
+    """GPU devices ``n`` workers of share ``g`` occupy (whole devices: a share never spans two)."""
+    if g <= 0 or n == 0:
+        return 0
+    if g <= 1:
+        return ceil_div(n, int(math.floor(1 / g + SHARE_EPS)))
+    return n * int(g)
+
+
+def _workers_that_fit(free: int, g: float) -> int:
+    return free * int(math.floor(1 / g + SHARE_EPS)) if g <= 1 else free // int(g)
+
+
+def _check_gpu_arithmetic(n: int, g: float, k: int, cluster: ClusterResources) -> None:
+    need = _devices_needed(n, g)
+    if need + k <= cluster.gpus:
+        return
+    free = cluster.gpus - k
+    per = "" if g >= 1 or abs(1 / g - round(1 / g)) < SHARE_EPS else f" ({int(1 // g)} per GPU: {need} GPUs)"
+    head = (f"{n} rollout workers x {_fmt(g)} GPU{per} + {k} trainer GPU(s) = {need + k} GPUs, "
+            f"the cluster has {cluster.gpus}")
+    fixes = []
+    if _workers_that_fit(free, g) > 0:
+        fixes.append(f"rollout.num_workers={_workers_that_fit(free, g)}")
+    if free > 0:
+        fixes.append(f"placement.gpus_per_worker={_fmt(1 / ceil_div(n, free))}")
+    else:
+        fixes.append("rollout.backend=inprocess")
+    raise UserInputError(f"{head}; set {' or '.join(fixes)}")
+
+
+def _candidate_nodes(strategy: str, slot: int, nodes: int, first_worker_node: int) -> list[int]:
+    order = list(range(nodes))
+    if strategy == "SPREAD":
+        start = (slot + first_worker_node) % nodes
+        return order[start:] + order[:start]
+    if strategy == "STRICT_SPREAD":
+        target = slot + first_worker_node
+        return [target] if target < nodes else []
+    if strategy == "STRICT_PACK":
+        return [0]
+    return order
+
+
+def _simulate(cfg: TrainConfig, cluster: ClusterResources, k: int, n: int, g: float,
+              c: float) -> list[tuple[int, tuple[int, ...]]]:
+    """Where each worker lands (node, device indices) under the strategy, as Ray would place it."""
+    strategy = cfg.placement.strategy
+    free = [[1.0] * node.gpus for node in cluster.per_node]
+    cpus = [math.inf if node.cpus is None else node.cpus for node in cluster.per_node]
+    for d in range(k):
+        free[0][d] = 0.0
+    first = 1 if k else 0  # the learner's bundle sits on node 0: spreading starts after it
+    placed: list[tuple[int, tuple[int, ...]]] = []
+    for slot in range(n):
+        for node in _candidate_nodes(strategy, slot, cluster.nodes, first):
+            if cpus[node] + SHARE_EPS < c:
+                continue
+            if g <= 0:
+                devices: tuple[int, ...] = ()
+            elif g <= 1:
+                devices = next(((d,) for d, f in enumerate(free[node]) if f + SHARE_EPS >= g), ())
+            else:
+                whole = [d for d, f in enumerate(free[node]) if f >= 1 - SHARE_EPS]
+                devices = tuple(whole[:int(g)]) if len(whole) >= g else ()
+            if g > 0 and not devices:
+                continue
+            for d in devices:
+                free[node][d] -= min(g, 1.0)
+            cpus[node] -= c
+            placed.append((node, devices))
+            break
+        else:
+            raise UserInputError(_unplaced(cluster, strategy, slot, n, g, c, free, cpus))
+    return placed
+
+
+def _nice_floor(x: float) -> float:
+    """``x`` rounded down to a value worth typing (whole, quarters, hundredths)."""
+    return math.floor(x) if x >= 1 else math.floor(x * 4) / 4 if x >= 0.25 else math.floor(x * 100) / 100
+
+
+def _unplaced(cluster: ClusterResources, strategy: str, slot: int, n: int, g: float, c: float,
+              free: list[list[float]], cpus: list[float]) -> str:
+    """Why rollout worker ``slot`` found no node, with the fix, in one line."""
+    if cluster.cpus is not None and n * c > cluster.cpus + SHARE_EPS:
+        fit = int((cluster.cpus + SHARE_EPS) // c)
+        return (f"{n} rollout workers x {_fmt(c)} CPUs = {_fmt(n * c)} CPUs, the cluster has {_fmt(cluster.cpus)}; "
+                f"set placement.cpus_per_worker={_fmt(_nice_floor(cluster.cpus / n))} or rollout.num_workers={fit}")
+    whole = [sum(f >= 1 - SHARE_EPS for f in node) for node in free]
+    if g > 1 and max(whole) < g:
+        return (f"a rollout worker of {_fmt(g)} GPUs needs them on one node, but the most free GPUs on a node is "
+                f"{max(whole)} (per node: {', '.join(map(str, whole))}); set placement.gpus_per_worker={max(max(whole), 1)}")
+    if strategy.startswith("STRICT"):
+        return (f"rollout worker {slot} ({_fmt(g)} GPU, {_fmt(c)} CPUs) does not fit under placement.strategy="
+                f"{strategy} on {cluster.nodes} node(s); set placement.strategy=PACK or fewer rollout.num_workers")
+    left = ", ".join("?" if math.isinf(cp) else _fmt(cp) for cp in cpus)
+    return (f"rollout worker {slot} ({_fmt(c)} CPUs) fits on no node (free CPUs per node: {left}); "
+            f"set a smaller placement.cpus_per_worker or fewer rollout.num_workers")
+
+
+def _memory_fix(role: str, part: str, holders: int, cfg: TrainConfig, lora: bool, k: int) -> str:
+    if role == LEARNER:
+        if part == "activations":
+            return (f"raise grpo.gradient_accumulation_steps above {cfg.grpo.gradient_accumulation_steps}, set "
+                    "grpo.gradient_checkpointing=true or lower grpo.max_completion_length")
+        if part == "kv_cache":
+            return "play rollouts on Ray workers (rollout.backend=ray)"
+        if lora:
+            return "shard the learner over more GPUs (placement.trainer_gpus, FSDP/ZeRO-3) or use a smaller model"
+        return (f"fine-tune with LoRA, or shard the learner over more GPUs (placement.trainer_gpus={2 * max(k, 1)} "
+                "with torchrun and FSDP/ZeRO-3)")
+    if holders > 1:
+        return "put one worker on each GPU (placement.gpus_per_worker=1) or run fewer rollout.num_workers"
+    if part == "kv_cache":
+        return "add rollout workers (fewer episodes each) or lower grpo.groups_per_step"
+    return "use a smaller model or more GPUs per worker (placement.gpus_per_worker=2)"
+
+
+def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: Optional[int], dtype_bytes: int,
+                   lora: bool = False, learner_processes: int = 1, sharded: bool = False,
+                   shape: Optional[ModelShape] = None) -> PlacementPlan:
+    """The placement of ``cfg`` on ``cluster`` (see the module docstring); ``UserInputError`` (one line)
+    when it cannot work.  ``param_count`` None and no ``placement.model_memory_gib``: memory unknown,
+    not checked.  ``sharded``: the learner processes shard weights, gradients and optimizer states
+    (FSDP FULL_SHARD / ZeRO-3) instead of replicating them (DDP).  ``shape`` (from the model's
+    config.json) sizes the KV cache and activations; without it they are rough fractions."""
+    if learner_processes < 1:
+        raise ValueError("learner_processes must be >= 1")
+    p, g_cfg = cfg.placement, cfg.grpo
+    k = _resolve_trainer_gpus(cfg, cluster, learner_processes)
+    n = cfg.rollout.num_workers if cfg.rollout.backend == "ray" else 0
+    g = _resolve_worker_gpus(cfg, cluster, k, n)
+    c = float(cfg.rollout.torch_threads_per_worker if p.cpus_per_worker == AUTO else p.cpus_per_worker)
+    _check_gpu_arithmetic(n, g, k, cluster)
+    spots = _simulate(cfg, cluster, k, n, g, c)
+
+    weights_gib = p.model_memory_gib or (param_count * dtype_bytes / GIB if param_count else None)
+    params = param_count or (int(p.model_memory_gib * GIB / dtype_bytes) if p.model_memory_gib else None)
+    frozen = len({s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith(MODEL_PREFIX)})
+    context = context_tokens(g_cfg.max_completion_length, cfg.rollout.max_rounds, cfg.rollout.sampling.max_new_tokens)
+
+    def kv(episodes: int) -> float:
+        return rollout_kv_gib(episodes=episodes, context_tokens=context, dtype_bytes=dtype_bytes, shape=shape,
+                              weights_gib=weights_gib or 0.0)
+
+    procs = learner_processes
+    learner_mem = None
+    if weights_gib is not None and k:
+        micro = ceil_div(g_cfg.episodes_per_step, g_cfg.gradient_accumulation_steps * procs)
+        inproc = kv(ceil_div(g_cfg.episodes_per_step, procs)) if n == 0 else 0.0  # one acting seat per episode
+        learner_mem = learner_memory(
+            params=params, weights_gib=weights_gib, dtype_bytes=dtype_bytes, lora=lora, processes=procs,
+            sharded=sharded, reference=g_cfg.beta > 0, micro_batch=micro, completion_tokens=g_cfg.max_completion_length,
+            gradient_checkpointing=g_cfg.gradient_checkpointing, shape=shape, rollout_kv_gib=inproc)
+        if n == 0 and frozen:
+            learner_mem = MemoryEstimate(**{**learner_mem.parts(), "weights": learner_mem.weights + frozen * weights_gib})
+    learners = tuple(ProcessPlacement(f"learner rank {r}", LEARNER, 0, (r,) if k else (), 1.0 if k else 0.0, 0.0,
+                                      1 + (frozen if n == 0 else 0), learner_mem) for r in range(procs))
+    worker_mem = None
+    if weights_gib is not None and g > 0:
+        worker_mem = worker_memory(weights_gib=weights_gib, copies=1 + frozen,
+                                   kv_gib=kv(ceil_div(g_cfg.episodes_per_step, n)), gpus=g)
+    workers = tuple(ProcessPlacement(f"rollout-{i}", ROLLOUT, node, devices, min(g, 1.0), c, 1 + frozen, worker_mem)
+                    for i, (node, devices) in enumerate(spots))
+
+    loads = []
+    for node_index, node in enumerate(cluster.per_node):
+        for d in range(node.gpus):
+            on = [q for q in (*learners, *workers) if q.gpus and q.node == node_index and d in q.gpus]
+            mem = None if any(q.memory is None for q in on) else sum(q.memory.total for q in on)
+            loads.append(GpuLoad(node_index, d, tuple(q.name for q in on), sum(q.gpu_share for q in on),
+                                 mem if on else 0.0))
+    cap = cluster.gpu_memory_gib
+    for load in loads:
+        if cap and load.memory_gib and load.memory_gib > cap:
+            on = [q for q in (*learners, *workers) if q.name in load.holders]
+            worst = max(on, key=lambda q: q.memory.total)
+            fix = _memory_fix(worst.role, worst.memory.largest(), len(on), cfg, lora, k)
+            raise UserInputError(f"GPU {load.gpu} of node {load.node} ({', '.join(load.holders)}) needs an estimated "
+                          f"{load.memory_gib:.1f} GiB, it has {cap:.0f} GiB (largest part: {worst.memory.largest()} "
+                          f"of {worst.name}); {fix}")
+
+    shipped = None
+    if params and n:
+        shipped = params * (LORA_TRAINABLE_FRACTION if lora else 1.0) * SHIPPED_BYTES_PER_PARAM / GIB
+    notes = []
+    if weights_gib is None:
+        notes.append("memory not estimated: no config.json to read the parameter count from; pass --param-count "
+                     "or set placement.model_memory_gib")
+    elif shape is None and (k or g):
+        notes.append("KV cache and activations are rough fractions of the weights (no config.json shape)")
+    if frozen:
+        notes.append(f"{frozen} frozen opponent model(s) counted at the policy's size")
+    return PlacementPlan(cluster=cluster, strategy=p.strategy, backend=cfg.rollout.backend, max_wait_s=p.max_wait_s,
+                         trainer_gpus=k, gpus_per_worker=g, cpus_per_worker=c, learners=learners, workers=workers,
+                         gpu_loads=tuple(loads), params=params, dtype_bytes=dtype_bytes, lora=lora, sharded=sharded,
+                         weights_gib=weights_gib, object_store_gib=shipped, notes=tuple(notes))
+
+
+_PARTS = ("weights", "gradients", "optimizer", "reference", "activations", "kv_cache", "overhead")
+_HEADS = ("weights", "grads", "adam", "ref", "activ", "kv", "cuda")
+
+
+def _devices(q: ProcessPlacement) -> str:
+    return ",".join(str(d) for d in q.gpus) if q.gpus else "cpu"
+
+
+def _span(k: int) -> str:
+    return "0" if k == 1 else f"0-{k - 1}"
+
+
+def render_plan(plan: PlacementPlan) -> str:
+    """The pre-flight table: the layout, each process's GPUs and estimated memory, each GPU's total."""
+    if plan.params:
+        size = f"{plan.params / 1e9:.2f}B parameters" if plan.params >= 1e8 else f"{plan.params / 1e6:.2f}M parameters"
+    else:
+        size = "parameter count unknown"
+    tuning = "LoRA" if plan.lora else "full fine-tuning"
+    k = len(plan.learners)
+    learner = (f"{k} process(es)" + ("" if k == 1 else " sharded (FSDP/ZeRO-3)" if plan.sharded else " replicated (DDP)")
+               + (f", one GPU each: GPU{'s' if plan.trainer_gpus > 1 else ''} {_span(plan.trainer_gpus)} of node 0, reserved" if plan.trainer_gpus
+                  else " on CPU"))
+    if plan.workers:
+        rollout = (f"{len(plan.workers)} Ray rollout worker(s) x {_fmt(plan.gpus_per_worker)} GPU, "
+                   f"{_fmt(plan.cpus_per_worker)} CPU, device {plan.worker_device}; strategy {plan.strategy}")
+    else:
+        rollout = "rollouts in the learner process (rollout.backend=inprocess)"
+    lines = [f"Placement plan: {size}, {plan.dtype_bytes}-byte weights, {tuning}",
+             f"  cluster: {plan.cluster.describe()}",
+             f"  learner: {learner}", f"  rollout: {rollout}", ""]
+    rows = [("process", "node", "GPU", "share", "CPUs", "models", *_HEADS, "GiB/GPU")]
+    for q in (*plan.learners, *plan.workers):
+        parts = [gib(getattr(q.memory, f)) for f in _PARTS] if q.memory else ["?" if q.gpus else "-"] * len(_PARTS)
+        total = f"{q.memory.total:.1f}" if q.memory else ("?" if q.gpus else "-")
+        rows.append((q.name, str(q.node), _devices(q), _fmt(q.gpu_share) if q.gpus else "-",
+                     _fmt(q.cpus) if q.cpus else "-", str(q.model_copies), *parts, total))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+              for r in rows]
+    cap = plan.cluster.gpu_memory_gib
+    lines += ["", "  GPU memory (estimated GiB):"] if plan.gpu_loads else [""]
+    for load in plan.gpu_loads:
+        used = "idle" if not load.holders else ("?" if load.memory_gib is None else f"{load.memory_gib:.1f}")
+        of = f" / {cap:.0f}" if cap and load.holders else ""
+        lines.append(f"    node {load.node} GPU {load.gpu}: {used}{of}  {', '.join(load.holders)}")
+    copies = sum(q.model_copies for q in plan.workers)
+    lines.append(f"  model copies: learner {len(plan.learners)}{' (shards)' if plan.sharded and len(plan.learners) > 1 else ''}"
+                 f", rollout workers {copies}")
+    if plan.object_store_gib is not None:
+        shipped = (f"{plan.object_store_gib:.1f} GiB" if plan.object_store_gib >= 0.1
+                   else f"{plan.object_store_gib * 1024:.1f} MiB")
+        lines.append(f"  object store: {shipped} per weights broadcast (float32 arrays"
+                     f"{', adapters only' if plan.lora else ''}); every node's object store (/dev/shm) needs room for two")
+    lines += [f"  note: {note}" for note in plan.notes]
+    return "\n".join(lines)
+
+
+__all__ = ["ClusterResources", "NodeResources", "PlacedGroup", "PlacementPlan", "ProcessPlacement", "GpuLoad",
+           "make_placement_group", "plan_placement", "render_plan"]
+
+if __name__ == "__main__":  # the pre-flight command (training.rollout.preflight.main)
+    from training.rollout.preflight import main
+
+    logging.basicConfig(level=logging.WARNING)
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The pre-flight plan of a run: the model's size from its config.json, the cluster it runs on, the plan.
+
+``preflight(cfg, cluster)`` plans ``cfg`` (``training.rollout.placement.plan_placement``) with the model's
+shape read from its config.json when one can be found without loading anything, and logs the rendered
+plan.  ``connect_cluster(cfg)`` joins (or starts) the Ray cluster of a ray-backend run and reads its
+resources.  ``main`` is ``python -m training.rollout.placement --config FILE [KEY=VALUE ...]``: it prints
+the plan, or the one line saying why the layout cannot work (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from replicalab.seats import DEFAULT_MODEL
+from training.config.model import DEFAULT_MODEL_DIRNAME, DEFAULT_MODEL_ENV
+from training.config.placement import AUTO
+from training.config.train import TrainConfig
+from training.errors import UserInputError
+from training.rollout.cluster import ClusterResources
+from training.rollout.memory import read_model_shape
+from training.rollout.placement import PlacementPlan, plan_placement
+
+logger = logging.getLogger(__name__)
+
+
+def model_dir_of(model: str) -> Optional[Path]:
+    """Where ``model``'s config.json is, without loading anything: a local directory, the embedded
+    default's directory, or a Hugging Face id already in the local hub cache."""
+    if model == DEFAULT_MODEL:
+        env = os.environ.get(DEFAULT_MODEL_ENV)
+        return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "artifacts" / DEFAULT_MODEL_DIRNAME
+    local = Path(model).expanduser()
+    if local.exists():
+        return local
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(model, "config.json")
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def connect_cluster(cfg: TrainConfig) -> tuple[ClusterResources, bool]:
+    """The cluster ``cfg`` runs on, and whether this call started the Ray session (the caller shuts it
+    down then): for the ray backend the Ray cluster at ``rollout.ray_address`` (a local Ray when None),
+    joined here as ``RayBackend`` would; for the in-process backend this machine."""
+    if cfg.rollout.backend != "ray":
+        return ClusterResources.local(), False
+    import ray
+
+    from training.rollout.backends import RAY_ENV
+
+    started = not ray.is_initialized()
+    if started:
+        for key, value in RAY_ENV.items():
+            os.environ.setdefault(key, value)
+        ray.init(address=cfg.rollout.ray_address, include_dashboard=False, logging_level=logging.WARNING)
+    return ClusterResources.from_ray(), started
+
+
+def preflight(cfg: TrainConfig, cluster: ClusterResources, *, lora: bool = False, learner_processes: int = 1,
+              sharded: bool = False, param_count: Optional[int] = None,
+              dtype_bytes: Optional[int] = None) -> PlacementPlan:
+    """``plan_placement`` with the model's shape read from its config.json (when it can be found) and the
+    dtype from it (else 2 bytes on a GPU run, 4 on CPU); logs the rendered plan."""
+    folder = model_dir_of(cfg.model)
+    shape = read_model_shape(folder) if folder is not None else None
+    if dtype_bytes is None:
+        gpu_run = cfg.device == "cuda" or (cfg.device == "auto" and cluster.gpus > 0)
+        dtype_bytes = (shape.dtype_bytes if shape and shape.dtype_bytes else None) or (2 if gpu_run else 4)
+    plan = plan_placement(cfg, cluster, param_count=param_count or (shape.params if shape else None),
+                          dtype_bytes=dtype_bytes, lora=lora, learner_processes=learner_processes,
+                          sharded=sharded, shape=shape)
+    logger.info("pre-flight placement plan\n%s", plan.render())
+    return plan
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m training.rollout.placement --config FILE [KEY=VALUE ...]``: print the plan, or one line
+    saying why the layout cannot work (exit status 2)."""
+    from training.config.train import load_train_config
+
+    ap = argparse.ArgumentParser(prog="python -m training.rollout.placement", description=main.__doc__)
+    ap.add_argument("--config", help="a TrainConfig YAML (configs/train/...)")
+    ap.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides, as for replicalab train")
+    ap.add_argument("--ray-address", help="plan for this Ray cluster (default: rollout.ray_address when set)")
+    ap.add_argument("--gpus", type=int, help="plan for a cluster given by hand: total GPUs")
+    ap.add_argument("--nodes", type=int, default=1, help="with --gpus: nodes (GPUs split evenly)")
+    ap.add_argument("--cpus", type=float, help="with --gpus: total CPUs")
+    ap.add_argument("--gpu-memory-gib", type=float, help="memory of one GPU (default: nvidia-smi, else unknown)")
+    ap.add_argument("--param-count", type=float, help="the model's parameters (default: from its config.json)")
+    ap.add_argument("--dtype-bytes", type=int, choices=(2, 4), help="bytes per weight (default: config.json dtype)")
+    ap.add_argument("--lora", action="store_true", help="LoRA adapters train (the base stays frozen)")
+    ap.add_argument("--learner-processes", type=int, help="learner processes (default: placement.trainer_gpus, else 1)")
+    ap.add_argument("--sharded", action="store_true", help="learner processes shard states (FSDP/ZeRO-3), not DDP")
+    args = ap.parse_intermixed_args(argv)
+    try:
+        cfg = load_train_config(args.config, args.overrides)
+        address = args.ray_address or cfg.rollout.ray_address
+        if args.gpus is not None:
+            cluster = ClusterResources(gpus=args.gpus, nodes=args.nodes, cpus=args.cpus,
+                                       gpu_memory_gib=args.gpu_memory_gib)
+        elif address:
+            import ray
+
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+            cluster = ClusterResources.from_ray(args.gpu_memory_gib)
+        else:
+            cluster = ClusterResources.local(args.gpu_memory_gib)
+        trainer = cfg.placement.trainer_gpus
+        processes = args.learner_processes or (int(trainer) if trainer != AUTO and int(trainer) else 1)
+        plan = preflight(cfg, cluster, lora=args.lora, learner_processes=processes, sharded=args.sharded,
+                         param_count=int(args.param_count) if args.param_count else None, dtype_bytes=args.dtype_bytes)
+    except UserInputError as error:
+        print(f"{ap.prog}: {error}", file=sys.stderr)
+        return 2
+    print(plan.render())
+    return 0
