@@ -252,3 +252,12 @@ def test_scientist_transcripts_come_only_from_the_chosen_scientists() -> None:
     assert len(both) == stats.episodes - stats.naive_episodes
     with pytest.raises(ValueError, match="scientist_kinds"):
         collect_transcripts(1, scientist_kinds=("oracle",))
+
+
+def test_default_model_lives_under_the_repository_artifacts(monkeypatch) -> None:
+    from training.config.model import DEFAULT_MODEL_ENV
+    from training.model.default import default_model_dir
+
+    monkeypatch.delenv(DEFAULT_MODEL_ENV, raising=False)
+    path = default_model_dir()
+    assert path.parent.name == "artifacts" and (path.parent.parent / "pyproject.toml").is_file()
