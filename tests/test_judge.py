@@ -7,8 +7,8 @@ from gamers import GAMERS
 
 from replicalab import (
     DIFFICULTIES,
-    HELDOUT_SEEDS,
     TEMPLATES,
+    TEST_SEEDS,
     ReplicaLabEnv,
     generate_scenario,
     run_episode,
@@ -23,8 +23,8 @@ from replicalab.agents import (
 from replicalab.judge import EpisodeFacts, judge
 from replicalab.judge import constants as C
 
-SEEDS = HELDOUT_SEEDS[:120]
-GAMING_SEEDS = HELDOUT_SEEDS[5000:5080]
+SEEDS = TEST_SEEDS[:120]
+GAMING_SEEDS = TEST_SEEDS[5000:5080]
 
 
 def _mean_reward(make, template, difficulty, seeds=SEEDS, core=False):
@@ -36,11 +36,11 @@ def _mean_reward(make, template, difficulty, seeds=SEEDS, core=False):
     return statistics.mean(out)
 
 
-naive = lambda seed, t, d: NaiveScientist()  # noqa: E731
-adaptive = lambda seed, t, d: AdaptiveScientist()  # noqa: E731
-oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))  # noqa: E731
-rand = lambda seed, t, d: RandomScientist(seed)  # noqa: E731
-reader = lambda seed, t, d: ReaderScientist()  # noqa: E731
+naive = lambda seed, t, d: NaiveScientist()
+adaptive = lambda seed, t, d: AdaptiveScientist()
+oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))
+rand = lambda seed, t, d: RandomScientist(seed)
+reader = lambda seed, t, d: ReaderScientist()
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from replicalab.agents import AdaptiveScientist, NaiveScientist
 from replicalab.env import ReplicaLabEnv

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from replicalab import DIFFICULTIES, TEMPLATES
 from replicalab.scenarios import cells
-from replicalab.seeds import SPLITS, split_seeds
 from replicalab.seats import parse_seat
-from training.config.loading import load_config
+from replicalab.seeds import SPLITS, split_seeds
+from training.config.loading import ConfigError, load_config, one_line
 from training.config.train import WandbConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -50,7 +58,7 @@ class EvalConfig(BaseModel):
         "Where model agents play: inprocess or a pool of Ray workers (scripted agents always play in-process)."))
     num_workers: int = Field(default=2, ge=1, description="Ray workers for model agents (backend=ray).")
     max_new_tokens: int = Field(default=128, ge=8, description="New tokens per model turn.")
-    temperature: Optional[float] = Field(default=None, gt=0.0, description=(
+    temperature: float | None = Field(default=None, gt=0.0, description=(
         "Decoding of model agents: None is greedy; a temperature samples (seeded by sampling_seed), which "
         "evaluates the stochastic policy that training samples from."))
     sampling_seed: int = Field(default=0, description="Seed of model agents' sampling (used with temperature).")
@@ -74,7 +82,7 @@ class EvalConfig(BaseModel):
         return agents
 
     @model_validator(mode="after")
-    def _check(self) -> "EvalConfig":
+    def _check(self) -> EvalConfig:
         for t in self.templates:
             if t not in TEMPLATES:
                 raise ValueError(f"unknown template {t!r}; valid templates: {', '.join(TEMPLATES)}")
@@ -100,5 +108,9 @@ class EvalConfig(BaseModel):
         return cells(self.templates, self.difficulties)
 
 
-def load_eval_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> EvalConfig:
-    return load_config(EvalConfig, path, overrides)
+def load_eval_config(path: str | Path | None, overrides: Sequence[str] = ()) -> EvalConfig:
+    """The config of a YAML file plus overrides; an invalid one raises a one-line ``ConfigError``."""
+    try:
+        return load_config(EvalConfig, path, overrides)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc)) from None

@@ -12,8 +12,9 @@ assistant messages all carry the loss).  Seeds come only from ``TRAIN_SEEDS``.  
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from replicalab import (
     TRAIN_SEEDS,
