@@ -11,9 +11,9 @@ import importlib
 import json
 import logging
 import sys
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
@@ -196,9 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="benchmarks that print figures next to a baseline from the same run",
                            description="Benchmarks; each has its own options (replicalab bench NAME --help).")
-    from training.bench import (
-        add_bench_parsers,  # torch-free: each benchmark imports torch when it runs
-    )
+    from training.bench import add_bench_parsers  # torch-free: each benchmark imports torch when it runs
 
     add_bench_parsers(bench)
 
@@ -209,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
     _add_help_config(train)
 
-    ev = sub.add_parser("eval", help="agents as the Scientist on one seed split (test by default): report.json, report.md, plots")
+    ev = sub.add_parser("eval", help=(
+        "agents as the Scientist on one seed split (default test): report.json, report.md, plots"))
     ev.add_argument("--config", default=None, help="an eval YAML (configs/eval/*.yaml)")
     ev.add_argument("--agent", action="append", type=_seat("scientist"),
                     help="the Scientist to evaluate (repeatable): " + ", ".join(seat_choices("scientist")))
@@ -234,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a DefaultModelConfig YAML (configs/model/*.yaml); built-in defaults otherwise")
     build.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. architecture.hidden_size=256")
     build.add_argument("--eval-seeds", type=int, default=10,
-                       help="validation seeds (x 9 cells per seat) to evaluate on afterwards, 0..100000; 0 skips it")
+                       help="validation seeds (x 9 cells per seat) to check on afterwards, 0..100000; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
     _add_help_config(build)
     return parser

@@ -8,9 +8,8 @@ of a model with one batched generation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Generator, Union
 
 from replicalab.env import ReplicaLabEnv
 from replicalab.lab import ScriptedLabManager
@@ -24,7 +23,7 @@ from replicalab.models import (
 )
 
 Action = Union[ScientistAction, LabManagerAction, InvalidAction]
-Agent = Callable[[ScientistObservation | LabManagerObservation], Action]
+Agent = Callable[[Union[ScientistObservation, LabManagerObservation]], Action]
 EXTERNAL = "external"  # a seat whose actions are sent into ``episode_loop`` from outside
 
 

@@ -10,7 +10,7 @@ Fields beyond the seed contract are optional with defaults and are listed in eac
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -90,7 +90,7 @@ class ScientistAction(BaseModel):
         )
 
     @model_validator(mode="after")
-    def _check_shape(self) -> ScientistAction:
+    def _check_shape(self) -> "ScientistAction":
         kind = self.action_type.value
         if self.action_type in _PROTOCOL_ACTIONS:
             if self.sample_size < 1:
@@ -156,7 +156,7 @@ class LabManagerAction(BaseModel):
         )
 
     @model_validator(mode="after")
-    def _check_shape(self) -> LabManagerAction:
+    def _check_shape(self) -> "LabManagerAction":
         if not self.explanation:
             raise ValueError("explanation must be a non-empty string")
         flags = (self.budget_ok, self.equipment_ok, self.reagents_ok, self.schedule_ok, self.staff_ok)
@@ -185,7 +185,7 @@ class ConversationEntry(BaseModel):
     role: Role
     message: str
     round_number: int = Field(ge=0)
-    action_type: str | None = None
+    action_type: Optional[str] = None
 
     @field_validator("message")
     @classmethod
@@ -196,7 +196,7 @@ class ConversationEntry(BaseModel):
 
     @field_validator("action_type")
     @classmethod
-    def _action_type_non_empty(cls, v: str | None) -> str | None:
+    def _action_type_non_empty(cls, v: Optional[str]) -> Optional[str]:
         if v is not None and not v.strip():
             raise ValueError("action_type must be null or a non-empty string")
         return v
@@ -237,7 +237,7 @@ class ScientistObservation(BaseModel):
     paper_key_finding: str
     experiment_goal: str
     conversation_history: list[ConversationEntry] = Field(default_factory=list)
-    current_protocol: Protocol | None = None
+    current_protocol: Optional[Protocol] = None
     round_number: int = Field(default=0, ge=0)
     max_rounds: int = Field(default=0, ge=0)
 
@@ -255,7 +255,7 @@ class LabManagerObservation(BaseModel):
     time_limit_days: int = Field(ge=0)
     safety_restrictions: list[str] = Field(default_factory=list)
     conversation_history: list[ConversationEntry] = Field(default_factory=list)
-    current_protocol: Protocol | None = None
+    current_protocol: Optional[Protocol] = None
     round_number: int = Field(default=0, ge=0)
     max_rounds: int = Field(default=0, ge=0)
 
@@ -265,8 +265,8 @@ class Observation(BaseModel):
 
     model_config = _FROZEN
 
-    scientist: ScientistObservation | None = None
-    lab_manager: LabManagerObservation | None = None
+    scientist: Optional[ScientistObservation] = None
+    lab_manager: Optional[LabManagerObservation] = None
 
 
 class RewardBreakdown(BaseModel):
@@ -289,16 +289,16 @@ class StepInfo(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     agreement_reached: bool = False
-    error: str | None = None
-    reward_breakdown: RewardBreakdown | None = None
-    judge_notes: str | None = None
-    verdict: str | None = None
+    error: Optional[str] = None
+    reward_breakdown: Optional[RewardBreakdown] = None
+    judge_notes: Optional[str] = None
+    verdict: Optional[str] = None
 
 
 class StepResult(BaseModel):
     model_config = _FROZEN
 
-    observation: Observation | None = None
+    observation: Optional[Observation] = None
     reward: float = 0.0
     done: bool = False
     info: StepInfo = Field(default_factory=StepInfo)
@@ -326,8 +326,8 @@ class TurnRecord(BaseModel):
 
     role: Literal["scientist", "lab_manager"]
     round_number: int = Field(ge=0)
-    action: dict[str, Any] | None = None
-    error: str | None = None
+    action: Optional[dict[str, Any]] = None
+    error: Optional[str] = None
     raw_text: str = ""
 
 
@@ -353,7 +353,7 @@ class EpisodeState(BaseModel):
     lab_reagents: list[str] = Field(default_factory=list)
     lab_staff_count: int = 0
     lab_time_limit_days: int = 0
-    current_protocol: Protocol | None = None
+    current_protocol: Optional[Protocol] = None
     conversation_history: list[ConversationEntry] = Field(default_factory=list)
     round_number: int = 0
     max_rounds: int = 0
@@ -380,9 +380,9 @@ class EpisodeLog(BaseModel):
     seed: int = 0
     scenario_template: str = ""
     difficulty: str = "easy"
-    final_state: EpisodeState | None = None
+    final_state: Optional[EpisodeState] = None
     transcript: list[ConversationEntry] = Field(default_factory=list)
-    reward_breakdown: RewardBreakdown | None = None
+    reward_breakdown: Optional[RewardBreakdown] = None
     total_reward: float = 0.0
     rounds_used: int = 0
     agreement_reached: bool = False

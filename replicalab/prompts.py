@@ -14,10 +14,9 @@ never dropped.  Same observation -> identical messages.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from enum import Enum
-from functools import cache
-from typing import Any, Union, get_args, get_origin
+from functools import lru_cache
+from typing import Any, Callable, Union, get_args, get_origin
 
 from annotated_types import Ge
 from pydantic import BaseModel
@@ -109,7 +108,7 @@ def _docstring_rules(model: type[BaseModel]) -> list[str]:
     return [rule.replace("=True", "=true").replace("=False", "=false") for rule in rules]
 
 
-@cache
+@lru_cache(maxsize=None)
 def system_prompt(role: str) -> str:
     """The constant system message for ``role`` ("scientist" or "lab_manager")."""
     model = _ACTION_MODELS[role]

@@ -13,8 +13,7 @@ role, spelled the same in configs, on the command line and in workers:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Callable, Literal, NamedTuple
 
 from replicalab.agents import SCRIPTED_SCIENTISTS as _SCRIPTED_FACTORIES
 from replicalab.models import ScientistAction, ScientistObservation

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-TRAIN_SEEDS = range(1_000_000)
+TRAIN_SEEDS = range(0, 1_000_000)
 TEST_SEEDS = range(1_000_000, 1_100_000)
 VALIDATION_SEEDS = range(2_000_000, 2_100_000)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -81,11 +81,7 @@ def _policy_texts() -> list[str]:
 
 
 def _policy_tiny_config():
-    from training.config.model import (
-        ArchitectureConfig,
-        DefaultModelConfig,
-        SFTHyperParams,
-    )
+    from training.config.model import ArchitectureConfig, DefaultModelConfig, SFTHyperParams
 
     return DefaultModelConfig(architecture=ArchitectureConfig(**POLICY_TINY_ARCH),
                               sft=SFTHyperParams(lm_steps=0, completion_steps=POLICY_SFT_STEPS,

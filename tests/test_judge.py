@@ -36,11 +36,11 @@ def _mean_reward(make, template, difficulty, seeds=SEEDS, core=False):
     return statistics.mean(out)
 
 
-naive = lambda seed, t, d: NaiveScientist()
-adaptive = lambda seed, t, d: AdaptiveScientist()
-oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))
-rand = lambda seed, t, d: RandomScientist(seed)
-reader = lambda seed, t, d: ReaderScientist()
+naive = lambda seed, t, d: NaiveScientist()  # noqa: E731
+adaptive = lambda seed, t, d: AdaptiveScientist()  # noqa: E731
+oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))  # noqa: E731
+rand = lambda seed, t, d: RandomScientist(seed)  # noqa: E731
+reader = lambda seed, t, d: ReaderScientist()  # noqa: E731
 
 
 @pytest.mark.parametrize("template", TEMPLATES)

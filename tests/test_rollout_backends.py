@@ -11,8 +11,8 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -20,15 +20,15 @@ import pytest
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS
-from training.config.model import SamplingConfig
-from training.rollout.backends import (
+from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS  # noqa: E402
+from training.config.model import SamplingConfig  # noqa: E402
+from training.rollout.backends import (  # noqa: E402
     InProcessBackend,
     RayBackend,
     make_backend,
     shard_jobs,
 )
-from training.rollout.records import EpisodeJob, RolloutRecord
+from training.rollout.records import EpisodeJob, RolloutRecord  # noqa: E402
 
 #: Short completions keep every generation step cheap with the tiny model.
 ROLLOUT_SAMPLING = SamplingConfig(max_new_tokens=24, seed=0)

@@ -12,12 +12,7 @@ import pytest
 
 from replicalab import DIFFICULTIES, TEMPLATES, TEST_SEEDS, TRAIN_SEEDS
 from replicalab.seats import parse_seat
-from training.config.loading import (
-    RESOLVED_CONFIG_NAME,
-    ConfigError,
-    load_config,
-    save_resolved,
-)
+from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, load_config, save_resolved
 from training.config.train import TrainConfig, load_train_config, train_rows
 
 REPO = Path(__file__).resolve().parents[1]

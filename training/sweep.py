@@ -15,11 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from training.config.sweep import (
-    FORBIDDEN_METRIC_PREFIXES,
-    SweepConfig,
-    trial_overrides,
-)
+from training.config.sweep import FORBIDDEN_METRIC_PREFIXES, SweepConfig, trial_overrides
 
 
 def metric_value(run_dir: Path, metric: str, window: int) -> float:

@@ -9,10 +9,9 @@ files live in ``<run_dir>/wandb/``.  Workers never log; they return records to t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from replicalab.models import EpisodeLog
 from replicalab.transcript import format_episode
@@ -97,7 +96,7 @@ class RunLogger:
         if self.run is not None:
             self.run.log(dict(metrics), step=step)
 
-    def log_episodes(self, step: int, logs: Sequence[EpisodeLog], roles: Sequence[str] | None = None) -> None:
+    def log_episodes(self, step: int, logs: Sequence[EpisodeLog], roles: Optional[Sequence[str]] = None) -> None:
         """Append every log to ``episodes.jsonl``; log a W&B table of up to ``transcripts_per_step``
         transcripts spread from the lowest to the highest reward.  ``roles`` (optional, one per log)
         names the seat each episode was played for.  Every table cell is a string."""
@@ -119,7 +118,7 @@ class RunLogger:
         self.run.log({TRANSCRIPT_TABLE_KEY: table}, step=step)
 
     def log_artifact(self, path: str | Path, name: str, type: str = "model",
-                     aliases: Sequence[str] | None = None) -> None:
+                     aliases: Optional[Sequence[str]] = None) -> None:
         """Log a file or directory (a checkpoint) as a W&B artifact; a no-op when W&B is disabled.
         ``name`` may hold letters, digits, ``-``, ``_`` and ``.``."""
         self._check_open()
@@ -152,9 +151,9 @@ class RunLogger:
         if run is not None:
             run.finish(exit_code=exit_code)
 
-    def __enter__(self) -> RunLogger:
+    def __enter__(self) -> "RunLogger":
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         self.finish(exit_code=0 if exc_type is None else 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from typing import Callable
 
 from replicalab.agents.brief import (
     cross_check_method,
@@ -128,7 +128,7 @@ class RandomScientist:
         if kind is SA.REQUEST_INFO:
             return ScientistAction(action_type=kind, questions=rng.sample(RANDOM_QUESTIONS, rng.randint(1, 2)))
         brief = published_protocol(obs)
-        pick = lambda xs: rng.sample(xs, rng.randint(0, len(xs)))
+        pick = lambda xs: rng.sample(xs, rng.randint(0, len(xs)))  # noqa: E731
         return ScientistAction(
             action_type=kind, technique=brief.get("technique", "unknown_technique"),
             sample_size=rng.randint(1, 300), controls=pick(brief.get("controls", [])),

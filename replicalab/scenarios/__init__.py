@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Sequence
 
 from replicalab.scenario_records import Domain, Scenario, canonical_id
 from replicalab.scenarios import behavioral_psychology, cell_biology, ml_benchmark

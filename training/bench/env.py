@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from typing import Callable
 
 from replicalab.agents import AdaptiveScientist, NaiveScientist
 from replicalab.env import ReplicaLabEnv

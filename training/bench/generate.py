@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from training.bench import positive_int
 
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m training.bench.generate``: the same as ``replicalab bench generate``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_arguments(parser)

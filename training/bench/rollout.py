@@ -29,19 +29,18 @@ import argparse
 import copy
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional, Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from replicalab import TRAIN_SEEDS
-from replicalab.scenarios import cells
-from training.bench import positive_int
-from training.config.model import SamplingConfig
-from training.rollout.backends import RAY_ENV, InProcessBackend, RayBackend
-from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs
+from replicalab import TRAIN_SEEDS  # noqa: E402
+from replicalab.scenarios import cells  # noqa: E402
+from training.bench import positive_int  # noqa: E402
+from training.config.model import SamplingConfig  # noqa: E402
+from training.rollout.backends import RAY_ENV, InProcessBackend, RayBackend  # noqa: E402
+from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs  # noqa: E402
 
 #: 64 keeps the two-worker bound near 2.5 s on 2 cores, so a few hundred ms of Ray scheduling stays a small
 #: share of it (at 16 the overhead and scaling figures move by several points between runs).
@@ -83,7 +82,7 @@ class _Recorder:
     policy: Any
     calls: list[tuple[str, tuple, dict]] = field(default_factory=list)
 
-    def __enter__(self) -> _Recorder:
+    def __enter__(self) -> "_Recorder":
         for name in GENERATE_METHODS:
             inner = getattr(self.policy, name, None)
             if inner is not None:
@@ -97,19 +96,19 @@ class _Recorder:
 
         return call
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         for name in GENERATE_METHODS:
             self.policy.__dict__.pop(name, None)
 
 
-def _replay(policy: Any, calls: Sequence[tuple[str, tuple, dict]], part: int | None = None,
+def _replay(policy: Any, calls: Sequence[tuple[str, tuple, dict]], part: Optional[int] = None,
             repeats: int = 1) -> tuple[float, int]:
     """Best seconds and generated tokens to replay ``calls``; ``part`` 0/1 replays that half of each batch."""
     runs = [_replay_once(policy, calls, part) for _ in range(repeats)]
     return min(s for s, _ in runs), runs[0][1]
 
 
-def _replay_once(policy: Any, calls: Sequence[tuple[str, tuple, dict]], part: int | None) -> tuple[float, int]:
+def _replay_once(policy: Any, calls: Sequence[tuple[str, tuple, dict]], part: Optional[int]) -> tuple[float, int]:
     seconds, tokens = 0.0, 0
     for name, args, kwargs in calls:
         batch = list(args[0])
@@ -125,8 +124,8 @@ def _replay_once(policy: Any, calls: Sequence[tuple[str, tuple, dict]], part: in
     return seconds, tokens
 
 
-def _row(seconds: float, episodes: int, tokens: int, bound_s: float | None = None,
-         others_pct: float | None = None) -> dict[str, float]:
+def _row(seconds: float, episodes: int, tokens: int, bound_s: Optional[float] = None,
+         others_pct: Optional[float] = None) -> dict[str, float]:
     row = dict(seconds=seconds, episodes_per_s=episodes / seconds, tokens_per_s=tokens / seconds, tokens=tokens)
     if bound_s is not None:
         row["overhead_pct"] = 100.0 * (seconds / bound_s - 1.0)
@@ -135,7 +134,7 @@ def _row(seconds: float, episodes: int, tokens: int, bound_s: float | None = Non
     return row
 
 
-def _jiffies(pids: Sequence[int]) -> tuple[int, int, int] | None:
+def _jiffies(pids: Sequence[int]) -> Optional[tuple[int, int, int]]:
     """(machine busy, machine total, busy of ``pids``) in clock ticks from /proc; None off Linux."""
     try:
         with open("/proc/stat") as f:
@@ -151,7 +150,7 @@ def _jiffies(pids: Sequence[int]) -> tuple[int, int, int] | None:
 
 
 def _timed_collect(backend: Any, jobs: Sequence[EpisodeJob], repeats: int, pids: Sequence[int],
-                   paired: ParallelBound | None = None) -> tuple[float, float | None, list[RolloutRecord], list]:
+                   paired: Optional[ParallelBound] = None) -> tuple[float, Optional[float], list[RolloutRecord], list]:
     """Best-of-``repeats`` seconds of ``backend.collect(jobs)`` after a warm-up, the share of the
     machine's CPU that other processes used meanwhile (percent; a noisy-neighbour flag), the records, and
     the runs of ``paired.once()`` timed just before each collect (so the two see the same machine)."""
@@ -167,7 +166,7 @@ def _timed_collect(backend: Any, jobs: Sequence[EpisodeJob], repeats: int, pids:
     return best, _others_pct(before, _jiffies(pids)), records, paired_runs
 
 
-def _others_pct(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> float | None:
+def _others_pct(before: Optional[tuple[int, int, int]], after: Optional[tuple[int, int, int]]) -> Optional[float]:
     """Percent of the machine's CPU time between two ``_jiffies`` snapshots not spent by our processes."""
     if not before or not after or after[1] <= before[1]:
         return None
@@ -175,7 +174,7 @@ def _others_pct(before: tuple[int, int, int] | None, after: tuple[int, int, int]
     return max(0.0, 100.0 * (busy - ours) / total)
 
 
-def run_bench_rollout(model_dir: str | None = None, *, episodes: int = DEFAULT_EPISODES,
+def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAULT_EPISODES,
                       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_rounds: int = DEFAULT_MAX_ROUNDS,
                       ray_workers: Sequence[int] = (1, 2), repeats: int = DEFAULT_REPEATS,
                       sample: bool = False) -> dict[str, Any]:
@@ -367,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m training.bench.rollout``: the same as ``replicalab bench rollout``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_arguments(parser)

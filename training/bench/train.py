@@ -11,8 +11,8 @@ import argparse
 import json
 import statistics
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Sequence
 
 from training.bench import positive_int
 

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional, Sequence
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES
 from replicalab.scenarios import cells
@@ -58,7 +50,7 @@ class EvalConfig(BaseModel):
         "Where model agents play: inprocess or a pool of Ray workers (scripted agents always play in-process)."))
     num_workers: int = Field(default=2, ge=1, description="Ray workers for model agents (backend=ray).")
     max_new_tokens: int = Field(default=128, ge=8, description="New tokens per model turn.")
-    temperature: float | None = Field(default=None, gt=0.0, description=(
+    temperature: Optional[float] = Field(default=None, gt=0.0, description=(
         "Decoding of model agents: None is greedy; a temperature samples (seeded by sampling_seed), which "
         "evaluates the stochastic policy that training samples from."))
     sampling_seed: int = Field(default=0, description="Seed of model agents' sampling (used with temperature).")
@@ -82,7 +74,7 @@ class EvalConfig(BaseModel):
         return agents
 
     @model_validator(mode="after")
-    def _check(self) -> EvalConfig:
+    def _check(self) -> "EvalConfig":
         for t in self.templates:
             if t not in TEMPLATES:
                 raise ValueError(f"unknown template {t!r}; valid templates: {', '.join(TEMPLATES)}")
@@ -108,7 +100,7 @@ class EvalConfig(BaseModel):
         return cells(self.templates, self.difficulties)
 
 
-def load_eval_config(path: str | Path | None, overrides: Sequence[str] = ()) -> EvalConfig:
+def load_eval_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> EvalConfig:
     """The config of a YAML file plus overrides; an invalid one raises a one-line ``ConfigError``."""
     try:
         return load_config(EvalConfig, path, overrides)

@@ -13,9 +13,8 @@ import enum
 import textwrap
 import types
 import typing
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator, Optional
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -94,7 +93,7 @@ def _is_model(annotation: Any) -> bool:
 
 
 def config_sections(cls: type[BaseModel], *, key: str = "", description: str = "",
-                    instance: BaseModel | None = None) -> list[ConfigSection]:
+                    instance: Optional[BaseModel] = None) -> list[ConfigSection]:
     """``cls``'s sections, the top level first, each followed by its own sub-sections."""
     instance = instance if instance is not None else cls.model_construct()  # defaults, not validated
     leaves: list[ConfigField] = []

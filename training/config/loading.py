@@ -7,9 +7,8 @@ resolved config next to a run, and loading that file back gives an equal config.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Sequence, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError

@@ -6,7 +6,7 @@ can be checked on any machine.  ``training/policy.py`` and ``training/default_mo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -42,7 +42,7 @@ class SamplingConfig(BaseModel):
     max_new_tokens: int = Field(default=256, ge=1, description=(
         "New tokens per model turn (capped so the prompt still fits the model's context)."))
     do_sample: bool = Field(default=True, description="Sample (true) or decode greedily (false).")
-    seed: int | None = Field(default=None, description=(
+    seed: Optional[int] = Field(default=None, description=(
         "Seeds torch's generator once per generate call; None leaves the generator alone."))
 
 
@@ -57,7 +57,7 @@ class ArchitectureConfig(BaseModel):
     num_attention_heads: int = Field(default=2, ge=1, description="Query heads per attention layer.")
     num_key_value_heads: int = Field(default=2, ge=1, description=(
         "Key/value heads (grouped-query attention); must divide num_attention_heads."))
-    head_dim: int | None = Field(default=None, ge=8, description=(
+    head_dim: Optional[int] = Field(default=None, ge=8, description=(
         "Width of one attention head; None: hidden_size / num_attention_heads."))
     max_position_embeddings: int = Field(default=4096, ge=64, description=(
         "Context length in tokens (prompt plus completion); must hold the longest SFT example plus 64."))
@@ -73,7 +73,7 @@ class ArchitectureConfig(BaseModel):
         "outweighs what later layers add, so a rarely seen token is still copied as itself."))
 
     @model_validator(mode="after")
-    def _check_heads(self) -> ArchitectureConfig:
+    def _check_heads(self) -> "ArchitectureConfig":
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError("hidden_size must be divisible by num_attention_heads")
         if self.num_attention_heads % self.num_key_value_heads:
@@ -98,7 +98,7 @@ class SFTHyperParams(BaseModel):
     model_config = _STRICT
 
     learning_rate: float = Field(default=2e-3, gt=0.0, description="Peak AdamW learning rate of the all-token phase.")
-    completion_learning_rate: float | None = Field(default=1e-3, gt=0.0, description=(
+    completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0, description=(
         "Peak learning rate of the completion-only phase; None: learning_rate."))
     lm_steps: int = Field(default=800, ge=0, description=(
         "Optimizer steps of phase 1 (loss on every token of the lm_phase_roles chats); 0 skips the phase."))

@@ -6,9 +6,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -31,7 +30,7 @@ class Range(BaseModel):
     log: bool = Field(default=False, description="Sample uniformly in log space (low must be positive).")
 
     @model_validator(mode="after")
-    def _order(self) -> Range:
+    def _order(self) -> "Range":
         if not self.low < self.high or (self.log and self.low <= 0):
             raise ValueError("a range needs low < high (and low > 0 when log)")
         return self
@@ -51,7 +50,7 @@ class SweepConfig(BaseModel):
         "KEY=VALUE overrides applied to base in every trial, before the trial's own parameters."))
     method: Literal["grid", "random"] = Field(default="grid", description=(
         "grid: every combination of the listed values; random: num_samples points drawn with seed."))
-    search: dict[str, list[Any] | Range] = Field(default_factory=dict, description=(
+    search: dict[str, Union[list[Any], Range]] = Field(default_factory=dict, description=(
         "Dotted TrainConfig key -> list of values, or (random search) a range {low, high, log}."))
     num_samples: int = Field(default=4, ge=1, description="Random search: trials drawn; grid: ignored.")
     max_trials: int = Field(default=16, ge=1, description="Upper bound on trials (a larger grid fails).")
@@ -69,7 +68,7 @@ class SweepConfig(BaseModel):
     seed: int = Field(default=0, description="Seed of random search's draws.")
 
     @model_validator(mode="after")
-    def _check(self) -> SweepConfig:
+    def _check(self) -> "SweepConfig":
         if not self.search:
             raise ValueError("search must name at least one config key")
         if self.method == "grid":
@@ -121,7 +120,7 @@ def trial_overrides(params: dict[str, Any]) -> list[str]:
     return _as_overrides(params)
 
 
-def load_sweep_config(path: str | Path | None, overrides: Sequence[str] = ()) -> SweepConfig:
+def load_sweep_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> SweepConfig:
     """The config of a YAML file plus overrides; an invalid one raises a one-line ``ConfigError``."""
     try:
         return load_config(SweepConfig, path, overrides)

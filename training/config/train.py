@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -51,7 +50,7 @@ class SeatsConfig(BaseModel):
         "(ScriptedLabManager) or model:DIR (frozen)."))
 
     @model_validator(mode="after")
-    def _check(self) -> SeatsConfig:
+    def _check(self) -> "SeatsConfig":
         for role in ROLES:
             parse_seat(role, getattr(self, role), training=True)
         if not self.trained_roles:
@@ -81,7 +80,7 @@ class RolloutConfig(BaseModel):
                      "and may not exceed grpo.max_completion_length)."))
     max_rounds: int = Field(default=6, ge=1, description=(
         "Negotiation rounds per episode (one Scientist and one Lab Manager turn each) before it times out."))
-    ray_address: str | None = Field(default=None, description=(
+    ray_address: Optional[str] = Field(default=None, description=(
         "Ray cluster to join: None starts a local Ray; 'auto' or host:port joins a running cluster."))
     max_worker_restarts: int = Field(default=3, ge=0, description=(
         "Dead Ray workers replaced (and their shard re-run) within one collect before the step fails."))
@@ -118,7 +117,7 @@ class GRPOParams(BaseModel):
         "TRL's GRPO loss variant (how token losses are normalised and clipped), e.g. grpo, dr_grpo, dapo, luspo."))
     epsilon: float = Field(default=0.2, gt=0.0, description=(
         "PPO-style clipping range of the importance ratio (lower side, and upper side unless epsilon_high)."))
-    epsilon_high: float | None = Field(default=None, gt=0.0, description=(
+    epsilon_high: Optional[float] = Field(default=None, gt=0.0, description=(
         "Upper clipping range of the importance ratio (DAPO's clip-higher); None: same as epsilon."))
     num_iterations: int = Field(default=1, ge=1, description=(
         "Optimisation passes over each step's rollouts (GRPO's mu); above 1 the ratio departs from 1 and "
@@ -151,7 +150,7 @@ class GRPOParams(BaseModel):
         return {True: "group", False: "none"}.get(v, v) if isinstance(v, bool) else v
 
     @model_validator(mode="after")
-    def _check_batch(self) -> GRPOParams:
+    def _check_batch(self) -> "GRPOParams":
         if self.episodes_per_step % self.gradient_accumulation_steps:
             raise ValueError(f"groups_per_step * num_generations ({self.episodes_per_step}) must be divisible by "
                              f"gradient_accumulation_steps ({self.gradient_accumulation_steps})")
@@ -203,8 +202,8 @@ class WandbConfig(BaseModel):
         "W&B mode: offline (local files, no key; sync later), online (needs a login), disabled (no wandb "
         "import; metrics.jsonl is written anyway)."))
     project: str = Field(default="replicalab", description="W&B project name.")
-    entity: str | None = Field(default=None, description="W&B user or team; None: the login's default entity.")
-    group: str | None = Field(default=None, description=(
+    entity: Optional[str] = Field(default=None, description="W&B user or team; None: the login's default entity.")
+    group: Optional[str] = Field(default=None, description=(
         "W&B run group (a sweep sets it to the sweep's name); None: ungrouped."))
     tags: list[str] = Field(default_factory=list, description="W&B run tags.")
     transcripts_per_step: int = Field(default=4, ge=0, description=(
@@ -249,7 +248,7 @@ class TrainConfig(BaseModel):
         "model, built on first use)."))
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description=(
         "Training device: auto picks cuda when available, else cpu; cuda without a GPU fails."))
-    bf16: bool | None = Field(default=None, description=(
+    bf16: Optional[bool] = Field(default=None, description=(
         "Train in bfloat16 mixed precision; None: on exactly when the device is cuda."))
     seats: SeatsConfig = Field(default_factory=SeatsConfig, description="Who plays each role.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
@@ -270,7 +269,7 @@ class TrainConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> TrainConfig:
+    def _check(self) -> "TrainConfig":
         if self.bf16 and self.device == "cpu":
             raise ValueError("bf16=true needs device cuda (or auto on a GPU machine)")
         if self.rollout.sampling.max_new_tokens > self.grpo.max_completion_length:

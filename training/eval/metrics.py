@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from typing import Iterable, Sequence
 
 from replicalab.judge.constants import CORE_SCALE
 from replicalab.models import EpisodeLog, RewardBreakdown

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import statistics
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from replicalab.models import EpisodeLog
 from replicalab.scenarios import cells

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from statistics import mean
+from typing import Iterable, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict
 
@@ -97,7 +97,7 @@ def seat_report(role: AgentRole, records: Sequence[RolloutRecord], baseline_name
     )
 
 
-def _play(policy: PolicyModel | None, jobs: list[EpisodeJob], scientist: str, lab_manager: str,
+def _play(policy: Optional[PolicyModel], jobs: list[EpisodeJob], scientist: str, lab_manager: str,
           sampling: SamplingConfig, batch_size: int) -> list[RolloutRecord]:
     out: list[RolloutRecord] = []
     for start in range(0, len(jobs), batch_size):
@@ -107,12 +107,12 @@ def _play(policy: PolicyModel | None, jobs: list[EpisodeJob], scientist: str, la
 
 
 def evaluate_model_seats(
-    model: str | Path | PolicyModel,
+    model: Union[str, Path, PolicyModel],
     seeds: Iterable[int],
     *,
-    templates: Sequence[str] | None = None,
-    difficulties: Sequence[str] | None = None,
-    sampling: SamplingConfig | None = None,
+    templates: Optional[Sequence[str]] = None,
+    difficulties: Optional[Sequence[str]] = None,
+    sampling: Optional[SamplingConfig] = None,
     batch_size: int = 64,
 ) -> ModelEvaluation:
     """Evaluate ``model`` (a checkpoint directory, model id or loaded policy) in both seats.

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Sequence
 
 #: Coverage of every interval in a report.
 CI_LEVEL = 0.95

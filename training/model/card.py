@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 #: The build record written next to the weights (config, data, SFT phases, evaluation).
 BUILD_INFO_FILE = "build_info.json"
@@ -25,7 +25,7 @@ def _seat_row(seat: str, opponent: str, r: dict[str, Any], baseline: str) -> str
             f"{r['valid_turn_rate']:.1%} | {r['mean_reward']:.3f} | {baseline} {r['baseline_mean_reward']:.3f} |")
 
 
-def _evaluation_lines(ev: dict[str, Any] | None) -> list[str]:
+def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
     if not ev:
         return ["Not evaluated yet (`replicalab build-default-model` evaluates after building).", ""]
     sci, lab = ev["scientist"], ev["lab_manager"]

@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
@@ -42,7 +42,7 @@ def default_model_dir() -> Path:
     return Path(env).expanduser() if env else REPO_ROOT / "artifacts" / DEFAULT_MODEL_DIRNAME
 
 
-def resolve_default_model(path: Path | str | None = None, *, progress: bool = True) -> Path:
+def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool = True) -> Path:
     """The default model's directory, built there first if it holds no checkpoint yet."""
     target = Path(path).expanduser() if path is not None else default_model_dir()
     if not (target / "config.json").exists():
@@ -90,7 +90,7 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
     return model
 
 
-def build_default_model(out_dir: Path | str, cfg: DefaultModelConfig | None = None, *,
+def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] = None, *,
                         progress: bool = True) -> Path:
     """Build the default model into ``out_dir`` (replacing it) and return the directory.
 

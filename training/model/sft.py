@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from datasets import Dataset, disable_progress_bars

@@ -12,9 +12,8 @@ assistant messages all carry the loss).  Seeds come only from ``TRAIN_SEEDS``.  
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from replicalab import (
     TRAIN_SEEDS,

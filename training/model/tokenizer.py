@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Iterable, Sequence
 
 from tokenizers import (
     Regex,

@@ -9,8 +9,7 @@ far.  For many episodes at once, use ``play_jobs`` (one batched generation per s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Union
+from typing import Any, Callable, Optional, Union
 
 from replicalab.models import (
     InvalidAction,
@@ -52,7 +51,7 @@ class ModelAgent:
     """
 
     def __init__(self, policy: PolicyModel, role: AgentRole,
-                 sampling: SamplingConfig | None = None) -> None:
+                 sampling: Optional[SamplingConfig] = None) -> None:
         self.policy = policy
         self.role: AgentRole = role
         self.sampling = sampling or policy.sampling
@@ -77,7 +76,7 @@ class ModelAgent:
         return action
 
 
-def load_agent_spec(spec: str, role: AgentRole, *, sampling: SamplingConfig | None = None,
+def load_agent_spec(spec: str, role: AgentRole, *, sampling: Optional[SamplingConfig] = None,
                     device: str = "auto") -> Callable[[], ModelAgent]:
     """Parse ``"model:DIR"`` (or ``"model:default"``) into a factory of fresh ``ModelAgent``s.
 

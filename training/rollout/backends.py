@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 from training.config.model import SamplingConfig
 from training.rollout.records import EpisodeJob, RolloutRecord
@@ -47,7 +46,7 @@ INPROCESS_WORKER = "inprocess"
 SHARD_SEED_STRIDE = 1024
 
 
-def shard_sampling(sampling: SamplingConfig, sampling_seed: int | None, shard: int) -> SamplingConfig:
+def shard_sampling(sampling: SamplingConfig, sampling_seed: Optional[int], shard: int) -> SamplingConfig:
     """``sampling`` reseeded for one shard of one collect (unchanged when ``sampling_seed`` is None)."""
     if sampling_seed is None:
         return sampling
@@ -102,8 +101,8 @@ class InProcessBackend:
     """
 
     def __init__(self, model: str, *, scientist: str, lab_manager: str, sampling: SamplingConfig,
-                 max_rounds: int = 6, device: str = "cpu", torch_threads: int | None = None,
-                 frozen: Sequence[str] | None = None) -> None:
+                 max_rounds: int = 6, device: str = "cpu", torch_threads: Optional[int] = None,
+                 frozen: Optional[Sequence[str]] = None) -> None:
         import torch
 
         from training.rollout.play import load_frozen
@@ -127,7 +126,7 @@ class InProcessBackend:
         """Load new weights (numpy arrays or tensors) and tag later records with ``version``."""
         self.policy.load_state(state, version)
 
-    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: int | None = None) -> list[RolloutRecord]:
+    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs``; one record per job, in job order."""
         from training.rollout.play import play_jobs
 
@@ -157,9 +156,9 @@ class RayBackend:
 
     def __init__(self, model: str, *, num_workers: int, scientist: str, lab_manager: str,
                  sampling: SamplingConfig, max_rounds: int = 6, torch_threads_per_worker: int = 1,
-                 max_restarts: int = 3, ray_address: str | None = None, device: str = "cpu",
-                 num_gpus_per_worker: float | None = None,
-                 frozen: Sequence[str] | None = None) -> None:
+                 max_restarts: int = 3, ray_address: Optional[str] = None, device: str = "cpu",
+                 num_gpus_per_worker: Optional[float] = None,
+                 frozen: Optional[Sequence[str]] = None) -> None:
         import ray
 
         if num_workers < 1:
@@ -233,7 +232,7 @@ class RayBackend:
         if any(v != version for v in versions):
             raise RuntimeError(f"workers report weights versions {versions}, expected {version}")
 
-    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: int | None = None) -> list[RolloutRecord]:
+    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs`` on the pool; one record per job, in job order, each job exactly once."""
         import ray
 
@@ -307,9 +306,9 @@ Backend = Union[InProcessBackend, RayBackend]
 
 def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: str, lab_manager: str,
                  sampling: SamplingConfig, max_rounds: int = 6, device: str = "cpu",
-                 frozen: Sequence[str] | None = None, torch_threads: int | None = None,
+                 frozen: Optional[Sequence[str]] = None, torch_threads: Optional[int] = None,
                  num_workers: int = 1, torch_threads_per_worker: int = 1, max_restarts: int = 3,
-                 ray_address: str | None = None, num_gpus_per_worker: float | None = None) -> Backend:
+                 ray_address: Optional[str] = None, num_gpus_per_worker: Optional[float] = None) -> Backend:
     """``InProcessBackend`` for ``"inprocess"``, ``RayBackend`` for ``"ray"``.
 
     Callers may pass every option whatever the kind: ``torch_threads`` only applies in-process;

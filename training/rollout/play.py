@@ -9,8 +9,8 @@ its reply, the next user message, the assistant header) are masked out of the lo
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional, Sequence
 
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import EXTERNAL, episode_loop
@@ -121,8 +121,8 @@ def record_turn(seat: ModelSeat, g: Generation) -> None:
 
 
 def play_jobs(
-    policy: PolicyModel | None, jobs: Sequence[EpisodeJob], *, scientist: str, lab_manager: str,
-    sampling: SamplingConfig, max_rounds: int = 6, frozen: Mapping[str, PolicyModel] | None = None,
+    policy: Optional[PolicyModel], jobs: Sequence[EpisodeJob], *, scientist: str, lab_manager: str,
+    sampling: SamplingConfig, max_rounds: int = 6, frozen: Optional[Mapping[str, PolicyModel]] = None,
     weights_version: int = -1, worker: str = "inprocess",
 ) -> list[RolloutRecord]:
     """Play every job; return one RolloutRecord per job, in job order.

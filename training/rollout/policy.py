@@ -14,9 +14,8 @@ GRPO, which recomputes log-probs from ``logits / temperature``).  Greedy decodin
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -76,12 +75,12 @@ class PolicyModel:
 
     def __init__(
         self,
-        name_or_path: str | None = None,
+        name_or_path: Optional[str] = None,
         *,
-        sampling: SamplingConfig | None = None,
+        sampling: Optional[SamplingConfig] = None,
         device: str = "auto",
-        model: PreTrainedModel | None = None,
-        tokenizer: PreTrainedTokenizerBase | None = None,
+        model: Optional[PreTrainedModel] = None,
+        tokenizer: Optional[PreTrainedTokenizerBase] = None,
     ) -> None:
         if name_or_path is None and (model is None or tokenizer is None):
             raise ValueError("give name_or_path, or both model and tokenizer")
@@ -110,12 +109,12 @@ class PolicyModel:
         """Number of tokens ``text`` encodes to (no special tokens added)."""
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def max_new_tokens(self, sampling: SamplingConfig | None = None) -> int:
+    def max_new_tokens(self, sampling: Optional[SamplingConfig] = None) -> int:
         """The completion length actually used: the configured one, capped to leave room for a prompt."""
         wanted = (sampling or self.sampling).max_new_tokens
         return max(1, min(wanted, self.max_positions // 2))
 
-    def prompt_budget(self, sampling: SamplingConfig | None = None) -> int:
+    def prompt_budget(self, sampling: Optional[SamplingConfig] = None) -> int:
         """Most prompt tokens (chat template included) that still leave room for the completion."""
         return self.max_positions - self.max_new_tokens(sampling)
 
@@ -128,7 +127,7 @@ class PolicyModel:
 
     # -- generation ------------------------------------------------------------------------------
     def generate(
-        self, batch: Sequence[Messages], sampling: SamplingConfig | None = None
+        self, batch: Sequence[Messages], sampling: Optional[SamplingConfig] = None
     ) -> list[Generation]:
         """Answer every conversation of ``batch`` with one batched ``model.generate`` call.
 
@@ -147,8 +146,8 @@ class PolicyModel:
 
     @torch.no_grad()
     def generate_ids(
-        self, prompts: Sequence[list[int]], sampling: SamplingConfig | None = None,
-        *, truncated: Sequence[bool] | None = None,
+        self, prompts: Sequence[list[int]], sampling: Optional[SamplingConfig] = None,
+        *, truncated: Optional[Sequence[bool]] = None,
     ) -> list[Generation]:
         """Continue every token-id prompt with one batched, left-padded ``model.generate`` call."""
         if not prompts:
@@ -217,7 +216,7 @@ class PolicyModel:
         """The weights as float32 numpy arrays (cheap to ship through Ray's object store)."""
         return {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
 
-    def load_state(self, state: Mapping[str, Any], version: int | None = None) -> None:
+    def load_state(self, state: Mapping[str, Any], version: Optional[int] = None) -> None:
         """Load new weights from a state dict of tensors or numpy arrays (e.g. from ``state_numpy``).
 
         Tied parameters may be missing from ``state``; any other missing or unexpected key raises.

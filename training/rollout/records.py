@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 from replicalab.models import EpisodeLog
 from replicalab.seats import AgentRole

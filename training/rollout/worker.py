@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Mapping, Optional, Sequence
 
 import ray
 
@@ -35,7 +34,7 @@ class RolloutWorkerImpl:
 
     def __init__(self, model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
                  max_rounds: int, torch_threads: int = 1, device: str = "cpu",
-                 frozen: Sequence[str] | None = None) -> None:
+                 frozen: Optional[Sequence[str]] = None) -> None:
         for key, value in WORKER_ENV.items():
             os.environ.setdefault(key, value)
         import torch
@@ -109,7 +108,7 @@ RolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorkerImpl
 
 def make_worker(model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
                 max_rounds: int, torch_threads: int = 1, device: str = "cpu",
-                frozen: Sequence[str] | None = None, num_cpus: float | None = None,
+                frozen: Optional[Sequence[str]] = None, num_cpus: Optional[float] = None,
                 num_gpus: float = 0.0) -> Any:
     """Start one ``RolloutWorker`` actor and return its handle (construction runs asynchronously;
     call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs."""

@@ -12,9 +12,8 @@ names the newest checkpoint.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import torch
 from transformers import TrainerCallback
@@ -42,7 +41,7 @@ class NonFiniteGradGuard(TrainerCallback):
     ``log_metrics(step, metrics)`` (e.g. ``RunLogger.log``) receives the running skip count.
     """
 
-    def __init__(self, log_metrics: Callable[[int, dict[str, float]], Any] | None = None,
+    def __init__(self, log_metrics: Optional[Callable[[int, dict[str, float]], Any]] = None,
                  max_consecutive: int = MAX_CONSECUTIVE_SKIPS):
         if max_consecutive < 1:
             raise ValueError(f"max_consecutive must be >= 1, got {max_consecutive}")

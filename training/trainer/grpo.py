@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from datasets import Dataset
@@ -139,7 +138,7 @@ class LoggerCallback(TrainerCallback):
     """Forward TRL's scalars (loss, KL, clip ratios, lr...) to the run logger, with the step's time
     left after weight sync and rollout as ``time/optimizer_s``; checkpoints as artifacts."""
 
-    def __init__(self, logger: RunLogger, rollouts: EpisodeRollouts):
+    def __init__(self, logger: RunLogger, rollouts: "EpisodeRollouts"):
         self.logger, self.rollouts = logger, rollouts
         self.step_start = 0.0
 
