@@ -163,11 +163,11 @@ def _episode_seeds(run_dir) -> list[int]:
 
 
 @pytest.mark.slow
-def test_training_with_validation_every_step_never_plays_a_test_seed(policy_tiny_model_dir, tmp_path, played_seeds):
+def test_training_with_validation_every_step_never_plays_a_test_seed(policy_wide_model_dir, tmp_path, played_seeds):
     from training.config.train import load_train_config
     from training.trainer.run import run_train
 
-    cfg = load_train_config(None, [*TRAIN_TINY, f"model={policy_tiny_model_dir}", f"output_dir={tmp_path}"])
+    cfg = load_train_config(None, [*TRAIN_TINY, f"model={policy_wide_model_dir}", f"output_dir={tmp_path}"])
     run_train(cfg)
     assert played_seeds and not [s for s in played_seeds if s in TEST_SEEDS]
     validation = [s for s in played_seeds if s not in TRAIN_SEEDS]
@@ -178,14 +178,14 @@ def test_training_with_validation_every_step_never_plays_a_test_seed(policy_tiny
 
 
 @pytest.mark.slow
-def test_sweep_trial_scores_on_validation_and_never_plays_a_test_seed(policy_tiny_model_dir, tmp_path,
+def test_sweep_trial_scores_on_validation_and_never_plays_a_test_seed(policy_wide_model_dir, tmp_path,
                                                                       played_seeds):
     from training.config.sweep import load_sweep_config
     from training.sweep import _trial
 
     sweep = load_sweep_config("configs/sweeps/cpu_grid.yaml", [
         f"out={tmp_path}", "metric=val/reward/mean", "metric_window=1",
-        f"overrides={json.dumps([*TRAIN_TINY, 'grpo.max_steps=1', f'model={policy_tiny_model_dir}'])}"])
+        f"overrides={json.dumps([*TRAIN_TINY, 'grpo.max_steps=1', f'model={policy_wide_model_dir}'])}"])
     result = _trial(sweep.trials()[0], sweep, 0)
     assert isinstance(result["score"], float)
     assert played_seeds and all(s in TRAIN_SEEDS or s in VALIDATION_SEEDS for s in played_seeds)
@@ -193,21 +193,21 @@ def test_sweep_trial_scores_on_validation_and_never_plays_a_test_seed(policy_tin
 
 
 @pytest.mark.slow
-def test_seat_check_of_the_build_plays_validation_seeds(policy_tiny_model_dir, played_seeds):
+def test_seat_check_of_the_build_plays_validation_seeds(policy_wide_model_dir, played_seeds):
     from training.eval.seat_check import evaluate_model_seats
 
-    report = evaluate_model_seats(policy_tiny_model_dir, split_seeds("validation", 1), templates=TEMPLATES[:1],
+    report = evaluate_model_seats(policy_wide_model_dir, split_seeds("validation", 1), templates=TEMPLATES[:1],
                                   difficulties=["easy"])
     assert report.scientist.episodes == 1
     assert played_seeds and all(s in VALIDATION_SEEDS for s in played_seeds)
 
 
 @pytest.mark.slow
-def test_resume_with_larger_max_steps_continues_the_same_scenarios(policy_tiny_model_dir, tmp_path):
+def test_resume_with_larger_max_steps_continues_the_same_scenarios(policy_wide_model_dir, tmp_path):
     from training.config.train import load_train_config
     from training.trainer.run import run_train
 
-    base = [*TRAIN_TINY, "validation.every_steps=0", "grpo.groups_per_step=2", f"model={policy_tiny_model_dir}"]
+    base = [*TRAIN_TINY, "validation.every_steps=0", "grpo.groups_per_step=2", f"model={policy_wide_model_dir}"]
     straight = load_train_config(None, [*base, "grpo.max_steps=4", f"output_dir={tmp_path / 'a'}"])
     run_train(straight)
     short = load_train_config(None, [*base, "grpo.max_steps=2", f"output_dir={tmp_path / 'b'}"])
