@@ -217,3 +217,11 @@ def test_resume_with_larger_max_steps_continues_the_same_scenarios(policy_wide_m
     uninterrupted, resumed = _episode_seeds(straight.run_dir), _episode_seeds(longer.run_dir)
     assert len(uninterrupted) == 4 * 2 * 2
     assert resumed == uninterrupted
+
+
+def test_trl_keeps_the_row_order(tmp_path) -> None:
+    """TRL's shuffle permutes the whole dataset (its length is max_steps * groups_per_step): it stays off."""
+    from training.config.train import TrainConfig
+    from training.trainer.grpo import grpo_config
+
+    assert grpo_config(TrainConfig(), tmp_path, use_cpu=True, bf16=False).shuffle_dataset is False
