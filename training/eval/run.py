@@ -93,7 +93,8 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
 
 def build_report(cfg: EvalConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
     oracle = played[ORACLE]
-    report: dict[str, Any] = {"split": cfg.split, "seed_range": cfg.seed_range, "seeds": cfg.seeds, "lab_manager": cfg.lab_manager,
+    report: dict[str, Any] = {"split": cfg.split, "seed_range": cfg.seed_range, "seeds": cfg.seeds,
+                              "lab_manager": cfg.lab_manager,
                               "decoding": decoding(cfg).model_dump(), "sampling_seed": cfg.sampling_seed,
                               "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}}
     for spec, logs in played.items():
