@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replicalab import TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, ReplicaLabEnv, run_episode
+from replicalab import TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, ReplicaLabEnv, run_episode
 from replicalab.agents import AdaptiveScientist
 from replicalab.models import EpisodeLog
 from training.config.model import (
@@ -203,7 +203,7 @@ def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.Monkey
 def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
     from training.eval.seat_check import evaluate_model_seats
 
-    report = evaluate_model_seats(tiny_policy, TEST_SEEDS[:1], templates=TEMPLATES[:1],
+    report = evaluate_model_seats(tiny_policy, VALIDATION_SEEDS[:1], templates=TEMPLATES[:1],
                                   difficulties=["easy", "hard"], sampling=SHORT)
     for seat in (report.scientist, report.lab_manager):
         assert seat.episodes == 2 and seat.model_turns >= 2
