@@ -1,4 +1,4 @@
-"""Mean reward (and the 10-point core) of the scripted Scientists on held-out seeds, per cell.
+"""Mean reward (and the 10-point core) of the scripted Scientists on test seeds, per cell.
 
     python benchmarks/baselines.py --episodes 300
 """
@@ -10,8 +10,8 @@ import statistics
 
 from replicalab import (
     DIFFICULTIES,
-    HELDOUT_SEEDS,
     TEMPLATES,
+    TEST_SEEDS,
     ReplicaLabEnv,
     run_episode,
 )
@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=300)
     n = parser.parse_args().episodes
     env = ReplicaLabEnv()
-    print(f"held-out seeds {HELDOUT_SEEDS.start}..{HELDOUT_SEEDS.start + n - 1}; cells show mean total (mean core)")
+    print(f"test seeds {TEST_SEEDS.start}..{TEST_SEEDS.start + n - 1}; cells show mean total (mean core)")
     print("| template | difficulty | " + " | ".join(AGENTS) + " |")
     print("|---|---|" + "---|" * len(AGENTS))
     for t in TEMPLATES:
@@ -31,7 +31,7 @@ def main() -> None:
             cells = []
             for make in AGENTS.values():
                 totals, cores = [], []
-                for seed in HELDOUT_SEEDS[:n]:
+                for seed in TEST_SEEDS[:n]:
                     log = run_episode(env, make(seed, t, d), seed=seed, template=t, difficulty=d)
                     b = log.reward_breakdown
                     totals.append(log.total_reward)

@@ -3,7 +3,7 @@ size a domain can draw, next to how often that number was a sample size in the m
 
     python benchmarks/copy_probe.py [--model DIR] [--seeds 3]
 
-For each template and held-out seed, the Scientist's opening prompt is rebuilt once per integer ``n`` in
+For each template and validation seed, the Scientist's opening prompt is rebuilt once per integer ``n`` in
 the domain's ``sample_size_range``, with ``n`` written into the brief (the published protocol and the
 key finding); the model scores the tokens of ``n`` right after the opening's ``"sample_size":``.  The
 report groups the numbers by how many training episodes had them as the published sample size (from the
@@ -57,13 +57,13 @@ def with_sample_size(obs, n: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the embedded default model)")
-    parser.add_argument("--seeds", type=int, default=3, help="held-out seeds per template (easy cells)")
+    parser.add_argument("--seeds", type=int, default=3, help="validation seeds per template (easy cells)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from replicalab import HELDOUT_SEEDS, TEMPLATES, ReplicaLabEnv
+    from replicalab import TEMPLATES, VALIDATION_SEEDS, ReplicaLabEnv
     from replicalab.agents import SCRIPTED_SCIENTISTS
     from replicalab.parsing import format_action
     from replicalab.prompts import RoleChat
@@ -77,7 +77,7 @@ def main() -> None:
     probs: dict[tuple[str, int], list[float]] = {}
     for template in TEMPLATES:
         low, high = DOMAINS[template].sample_size_range
-        for seed in list(HELDOUT_SEEDS)[: args.seeds]:
+        for seed in list(VALIDATION_SEEDS)[: args.seeds]:
             base = ReplicaLabEnv().reset(seed=seed, template=template, difficulty="easy").scientist
             opening = format_action(SCRIPTED_SCIENTISTS["naive"](seed, template, "easy")(base))
             prefix = opening[: opening.index(SAMPLE_SIZE_KEY) + len(SAMPLE_SIZE_KEY)]
@@ -91,7 +91,7 @@ def main() -> None:
                     logp = model(torch.tensor([ids + target])).logits[0, len(ids) - 1:-1].log_softmax(-1)
                 p = logp.gather(1, torch.tensor(target)[:, None]).sum().exp().item()
                 probs.setdefault((template, n), []).append(p)
-    print(f"model {path}; held-out seeds {HELDOUT_SEEDS.start}..{HELDOUT_SEEDS.start + args.seeds - 1}, "
+    print(f"model {path}; validation seeds {VALIDATION_SEEDS.start}..{VALIDATION_SEEDS.start + args.seeds - 1}, "
           f"easy cells; P(the opening copies the published sample size)")
     print(f"  {'template':<24}{'range':>10}{'mean P':>9}{'min P':>8}{'weak (P<0.5)':>14}")
     for template in TEMPLATES:

@@ -5,7 +5,7 @@ cross-check method pays on hard cells) or only changes other fields (where it do
 
     python benchmarks/decision_probe.py [--model DIR] [--seeds 10]
 
-The Scientist's chats come from the reader Scientist playing the scripted Lab Manager on held-out
+The Scientist's chats come from the reader Scientist playing the scripted Lab Manager on validation
 seeds (medium and hard cells), in the rollouts' append-only chat format; the model scores the next
 token after ``{"action_type":`` at each turn that answers a suggestion.  A warm start GRPO can
 improve on hard cells puts clearly more probability on revising after a technique move than after
@@ -26,13 +26,13 @@ DIFFICULTIES = ("medium", "hard")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the embedded default model)")
-    parser.add_argument("--seeds", type=int, default=10, help="held-out seeds per template x difficulty")
+    parser.add_argument("--seeds", type=int, default=10, help="validation seeds per template x difficulty")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from replicalab import HELDOUT_SEEDS, TEMPLATES
+    from replicalab import TEMPLATES, VALIDATION_SEEDS
     from replicalab.render import suggestion_in
     from training.model.default import resolve_default_model
     from training.model.sft_data import follows_technique_move, record_episode
@@ -45,7 +45,7 @@ def main() -> None:
     if len(revise) != 1:
         raise SystemExit(f"{REVISE} is {len(revise)} tokens in this tokenizer; the probe needs a single token")
     probs: dict[bool, list[float]] = {True: [], False: []}
-    for seed in list(HELDOUT_SEEDS)[: args.seeds]:
+    for seed in list(VALIDATION_SEEDS)[: args.seeds]:
         for template in TEMPLATES:
             for difficulty in DIFFICULTIES:
                 turns, _, _ = record_episode(seed, template, difficulty, scientist="reader")
@@ -57,7 +57,7 @@ def main() -> None:
                     with torch.no_grad():
                         logits = model(torch.tensor([list(ids) + prefix])).logits[0, -1]
                     probs[follows_technique_move(turn)].append(logits.softmax(-1)[revise[0]].item())
-    print(f"model {path}; held-out seeds {HELDOUT_SEEDS.start}..{HELDOUT_SEEDS.start + args.seeds - 1}, "
+    print(f"model {path}; validation seeds {VALIDATION_SEEDS.start}..{VALIDATION_SEEDS.start + args.seeds - 1}, "
           f"{', '.join(DIFFICULTIES)} cells, reader Scientist's chats")
     for moved, label in ((True, "after a technique move"), (False, "after other suggestions")):
         values = probs[moved]

@@ -77,23 +77,28 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
     from training.config.model import DefaultModelConfig
 
     cfg = _load_config("build-default-model", partial(load_config, DefaultModelConfig), args.config, args.overrides)
+    from replicalab.seeds import split_seeds
+
+    try:  # checked before the build: the seat check plays the first N validation seeds
+        eval_seeds = list(split_seeds("validation", args.eval_seeds))
+    except ValueError as exc:
+        raise SystemExit(f"replicalab build-default-model: --eval-seeds {args.eval_seeds}: {exc}") from None
     from training.model.default import (
         build_default_model,  # imports torch: only once the config is valid
     )
 
     out = build_default_model(args.out, cfg, progress=True)
     print(f"default model written to {out}")
-    if args.eval_seeds:
-        from replicalab import HELDOUT_SEEDS
+    if eval_seeds:
         from training.eval.seat_check import evaluate_model_seats
         from training.model.card import record_evaluation
 
-        report = evaluate_model_seats(out, list(HELDOUT_SEEDS)[: args.eval_seeds])
+        report = evaluate_model_seats(out, eval_seeds)
         record_evaluation(out, report)
         for seat in (report.scientist, report.lab_manager):
             print(f"{seat.role}: parse rate {seat.parse_rate:.1%} over {seat.model_turns} turns, mean reward "
                   f"{seat.mean_reward:.3f} ({seat.baseline_name} {seat.baseline_mean_reward:.3f}), "
-                  f"{seat.episodes} held-out episodes")
+                  f"{seat.episodes} validation episodes")
     return 0
 
 
@@ -202,11 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
     _add_help_config(train)
 
-    ev = sub.add_parser("eval", help="agents as the Scientist on held-out seeds: report.json, report.md, plots")
+    ev = sub.add_parser("eval", help=(
+        "agents as the Scientist on one seed split (default test): report.json, report.md, plots"))
     ev.add_argument("--config", default=None, help="an eval YAML (configs/eval/*.yaml)")
     ev.add_argument("--agent", action="append", type=_seat("scientist"),
                     help="the Scientist to evaluate (repeatable): " + ", ".join(seat_choices("scientist")))
-    ev.add_argument("--split", choices=("heldout", "train"), default=None)
+    ev.add_argument("--split", choices=("validation", "test", "train"), default=None,
+                    help="seed split played (default test: the final report; validation: what selection uses)")
     ev.add_argument("--episodes", type=_positive, default=None, help="episodes per template x difficulty")
     ev.add_argument("--backend", choices=("inprocess", "ray"), default=None)
     ev.add_argument("--out", default=None)
@@ -226,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a DefaultModelConfig YAML (configs/model/*.yaml); built-in defaults otherwise")
     build.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. architecture.hidden_size=256")
     build.add_argument("--eval-seeds", type=int, default=10,
-                       help="held-out seeds (x 9 cells per seat) to evaluate on afterwards; 0 skips it")
+                       help="validation seeds (x 9 cells per seat) to check on afterwards, 0..100000; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
     _add_help_config(build)
     return parser

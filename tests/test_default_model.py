@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replicalab import HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS, ReplicaLabEnv, run_episode
+from replicalab import TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, ReplicaLabEnv, run_episode
 from replicalab.agents import AdaptiveScientist
 from replicalab.models import EpisodeLog
 from training.config.model import (
@@ -74,7 +74,7 @@ def tiny_policy(untrained_dir: Path) -> PolicyModel:
 
 
 def _jobs(role: str, n: int = 3) -> list[EpisodeJob]:
-    return [EpisodeJob(job_id=i, seed=HELDOUT_SEEDS[i], template=TEMPLATES[i % len(TEMPLATES)], difficulty=d,
+    return [EpisodeJob(job_id=i, seed=TEST_SEEDS[i], template=TEMPLATES[i % len(TEMPLATES)], difficulty=d,
                        role=role)  # type: ignore[arg-type]
             for i, d in enumerate(["easy", "medium", "hard"][:n])]
 
@@ -87,7 +87,7 @@ def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
     assert not built_dir.with_name(built_dir.name + ".building").exists()
     info = json.loads((built_dir / "build_info.json").read_text())
     seeds = info["transcripts"]["seeds"]
-    assert seeds and all(s in TRAIN_SEEDS and s not in HELDOUT_SEEDS for s in seeds)
+    assert seeds and all(s in TRAIN_SEEDS and s not in TEST_SEEDS for s in seeds)
     assert [p["steps"] for p in info["sft_phases"]] == [TINY_BUILD.sft.lm_steps, TINY_BUILD.sft.completion_steps]
     # phase 1: all tokens of the Scientist chats, assistant turns of the Lab Manager chats; phase 2: assistant turns
     assert [p["loss"] for p in info["sft_phases"]] == [
@@ -129,7 +129,7 @@ def test_sft_examples_use_the_rollouts_append_only_chat() -> None:
 def test_sft_tokens_are_the_rollout_tokens(tiny_policy: PolicyModel) -> None:
     """A conversation example tokenizes to exactly the ids and mask ``play_jobs`` builds when the
     model's replies are the scripted ones (so the warm start is trained on rollout sequences)."""
-    seed, template, difficulty = HELDOUT_SEEDS[2], TEMPLATES[0], "hard"
+    seed, template, difficulty = TEST_SEEDS[2], TEMPLATES[0], "hard"
     sci, _, log = record_episode(seed, template, difficulty)
     replies = iter(ex["completion"][0]["content"] for ex in sci)
     tok = tiny_policy.tokenizer
@@ -155,7 +155,7 @@ def test_sft_tokens_are_the_rollout_tokens(tiny_policy: PolicyModel) -> None:
 def test_model_agent_plays_full_episode(tiny_policy: PolicyModel, role: str) -> None:
     agent = ModelAgent(tiny_policy, role, SHORT)  # type: ignore[arg-type]
     scientist, lab = (agent, None) if role == "scientist" else (AdaptiveScientist(), agent)
-    log = run_episode(ReplicaLabEnv(), scientist, lab, seed=HELDOUT_SEEDS[0], template=TEMPLATES[0],
+    log = run_episode(ReplicaLabEnv(), scientist, lab, seed=TEST_SEEDS[0], template=TEMPLATES[0],
                       difficulty="easy")
     assert isinstance(log, EpisodeLog)
     assert len(agent.generations) == sum(t.role == role for t in log.turns) >= 1
@@ -181,7 +181,7 @@ def test_play_jobs_with_the_model_in_either_seat(tiny_policy: PolicyModel, role:
 
 
 def test_batched_greedy_matches_one_at_a_time(tiny_policy: PolicyModel) -> None:
-    job = EpisodeJob(job_id=0, seed=HELDOUT_SEEDS[1], template=TEMPLATES[0], difficulty="medium", role="scientist")
+    job = EpisodeJob(job_id=0, seed=TEST_SEEDS[1], template=TEMPLATES[0], difficulty="medium", role="scientist")
     greedy = GREEDY.model_copy(update={"max_new_tokens": 32})
     agent = ModelAgent(tiny_policy, "scientist", greedy)
     log = run_episode(ReplicaLabEnv(), agent, None, seed=job.seed, template=job.template,
@@ -203,7 +203,7 @@ def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.Monkey
 def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
     from training.eval.seat_check import evaluate_model_seats
 
-    report = evaluate_model_seats(tiny_policy, HELDOUT_SEEDS[:1], templates=TEMPLATES[:1],
+    report = evaluate_model_seats(tiny_policy, VALIDATION_SEEDS[:1], templates=TEMPLATES[:1],
                                   difficulties=["easy", "hard"], sampling=SHORT)
     for seat in (report.scientist, report.lab_manager):
         assert seat.episodes == 2 and seat.model_turns >= 2

@@ -7,8 +7,8 @@ from gamers import GAMERS
 
 from replicalab import (
     DIFFICULTIES,
-    HELDOUT_SEEDS,
     TEMPLATES,
+    TEST_SEEDS,
     ReplicaLabEnv,
     generate_scenario,
     run_episode,
@@ -23,8 +23,8 @@ from replicalab.agents import (
 from replicalab.judge import EpisodeFacts, judge
 from replicalab.judge import constants as C
 
-SEEDS = HELDOUT_SEEDS[:120]
-GAMING_SEEDS = HELDOUT_SEEDS[5000:5080]
+SEEDS = TEST_SEEDS[:120]
+GAMING_SEEDS = TEST_SEEDS[5000:5080]
 
 
 def _mean_reward(make, template, difficulty, seeds=SEEDS, core=False):

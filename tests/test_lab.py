@@ -7,8 +7,8 @@ import pytest
 
 from replicalab import (
     DIFFICULTIES,
-    HELDOUT_SEEDS,
     TEMPLATES,
+    TEST_SEEDS,
     ReplicaLabEnv,
     generate_scenario,
     run_episode,
@@ -70,7 +70,7 @@ def test_booked_out_of_stock_and_safety_are_reported():
 @pytest.mark.parametrize("template, difficulty", CELLS)
 def test_manager_always_emits_valid_actions_and_useful_suggestions(template, difficulty):
     rng = random.Random(0)
-    for seed in HELDOUT_SEEDS[:60]:
+    for seed in TEST_SEEDS[:60]:
         s = generate_scenario(seed, template, difficulty)
         lm = ScriptedLabManager(s)
         candidates = [s.paper_protocol, s.reference_protocol, None,
@@ -126,7 +126,7 @@ def test_explanations_cite_only_what_the_lab_manager_observes(scientist):
     """Every figure in the scripted Lab Manager's explanation is one its own observation shows, so a
     policy in that seat can write the same explanation (the hidden prices and staff rates stay out)."""
     checked = 0
-    for seed in list(HELDOUT_SEEDS)[:4]:
+    for seed in list(TEST_SEEDS)[:4]:
         for template, difficulty in CELLS:
             lab_manager = ScriptedLabManager(generate_scenario(seed, template, difficulty))
 

@@ -6,8 +6,8 @@ import pytest
 
 from replicalab import (
     DIFFICULTIES,
-    HELDOUT_SEEDS,
     TEMPLATES,
+    TEST_SEEDS,
     TRAIN_SEEDS,
     generate_scenario,
 )
@@ -44,7 +44,7 @@ def test_same_seed_same_scenario(template, difficulty):
 
 @pytest.mark.parametrize("template, difficulty", CELLS)
 def test_difficulty_meaning_and_solvability(template, difficulty):
-    for seed in HELDOUT_SEEDS[:300]:
+    for seed in TEST_SEEDS[:300]:
         s = generate_scenario(seed, template, difficulty)
         assert check_feasibility(s.reference_protocol, s).ok, (seed, check_feasibility(s.reference_protocol, s))
         paper = check_feasibility(s.paper_protocol, s)
@@ -68,8 +68,8 @@ def test_hard_has_several_conflicts_and_tight_budget():
 
 
 def test_seed_splits_are_disjoint():
-    assert not set(range(TRAIN_SEEDS.start, TRAIN_SEEDS.stop, 997)) & set(HELDOUT_SEEDS)
-    assert TRAIN_SEEDS.stop <= HELDOUT_SEEDS.start or HELDOUT_SEEDS.stop <= TRAIN_SEEDS.start
+    assert not set(range(TRAIN_SEEDS.start, TRAIN_SEEDS.stop, 997)) & set(TEST_SEEDS)
+    assert TRAIN_SEEDS.stop <= TEST_SEEDS.start or TEST_SEEDS.stop <= TRAIN_SEEDS.start
 
 
 def test_bad_input_lists_valid_choices():

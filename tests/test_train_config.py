@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
+from replicalab import DIFFICULTIES, TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.seats import parse_seat
 from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, load_config, save_resolved
 from training.config.train import TrainConfig, load_train_config, train_rows
@@ -244,11 +244,11 @@ def test_parse_seat() -> None:
 
 
 # ----- training seeds ----------------------------------------------------------------------------
-def test_train_rows_never_yield_heldout_seeds() -> None:
+def test_train_rows_never_yield_test_seeds() -> None:
     cfg = load_train_config(None, ["seats.lab_manager=policy", "seed=7"])
     rows = train_rows(cfg, 20_000)
     seeds = [r["seed"] for r in rows]
-    assert all(s in TRAIN_SEEDS and s not in HELDOUT_SEEDS for s in seeds)
+    assert all(s in TRAIN_SEEDS and s not in TEST_SEEDS and s not in VALIDATION_SEEDS for s in seeds)
     assert len(set(seeds)) == len(seeds)
     assert rows == train_rows(cfg, 20_000)  # deterministic
     assert seeds != [r["seed"] for r in train_rows(cfg.model_copy(update={"seed": 8}), 20_000)]
@@ -300,7 +300,7 @@ def test_eval_decoding_is_greedy_unless_a_temperature_is_set() -> None:
     assert sampled.do_sample and sampled.temperature == 0.7
     with pytest.raises(ValueError, match="temperature"):
         load_eval_config(None, ["temperature=0"])
-    report = {"split": "heldout", "seeds": [1, 2], "lab_manager": "scripted", "decoding": sampled.model_dump(),
+    report = {"split": "test", "seeds": [1, 2], "lab_manager": "scripted", "decoding": sampled.model_dump(),
               "agents": {}, "cells": []}
     assert "sampled at temperature 0.7" in report_markdown(report)
 

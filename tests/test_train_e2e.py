@@ -96,7 +96,7 @@ def test_eval_report(default_model, tmp_path):
                                   "templates=[cell_biology]", "backend=inprocess", f"out={tmp_path / 'eval'}"])
     report = run_eval(cfg, progress=False)
     saved = json.loads((tmp_path / "eval" / "report.json").read_text())
-    assert saved["split"] == "heldout" and saved["seeds"] == [1_000_000, 1_000_001]
+    assert saved["split"] == "test" and saved["seeds"] == [1_000_000, 1_000_001]
     for spec in (default_model, "scripted:naive", "scripted:oracle"):
         overall = saved["agents"][spec]["overall"]
         assert overall["episodes"] == 6 and overall["ci95"][0] <= overall["mean_reward"] <= overall["ci95"][1]

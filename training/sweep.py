@@ -1,8 +1,9 @@
 """``replicalab sweep``: hyperparameter trials as Ray Tune trials, each a W&B run in one group.
 
 Each trial trains ``base`` + ``overrides`` + its parameters; its score is the mean of the metric's
-last ``metric_window`` values in the run's ``metrics.jsonl`` (training-split episodes: the held-out
-split is never used to choose hyperparameters).  The result is ``trials.csv``/``trials.md`` and
+last ``metric_window`` values in the run's ``metrics.jsonl``: a ``val/...`` metric (validation seeds) or
+a training-side one; the test split is never used to choose hyperparameters (``SweepConfig`` refuses a
+test metric, and ``metric_value`` refuses to read one).  The result is ``trials.csv``/``trials.md`` and
 ``best.yaml`` (the best trial's resolved config) under ``out/name``.
 """
 
@@ -14,10 +15,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from training.config.sweep import SweepConfig, trial_overrides
+from training.config.sweep import FORBIDDEN_METRIC_PREFIXES, SweepConfig, trial_overrides
 
 
 def metric_value(run_dir: Path, metric: str, window: int) -> float:
+    """Mean of ``metric``'s last ``window`` values in ``run_dir/metrics.jsonl`` (never a test-split metric)."""
+    if metric.startswith(FORBIDDEN_METRIC_PREFIXES):
+        raise ValueError(f"metric {metric!r} is on the test split, which nothing may select on")
     values = [row[metric] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
               if metric in row]
     if not values:

@@ -2,7 +2,7 @@
 
     replicalab bench generate [--episodes 18] [--role scientist] [--model DIR]
 
-Both ways play the same held-out jobs with greedy decoding and the same append-only chats: one at a
+Both ways play the same validation jobs with greedy decoding and the same append-only chats: one at a
 time (the baseline) is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout.play.play_jobs``
 (one ``generate`` call per step for all episodes).  Prints episodes/s both ways and the speedup ratio.
 """
@@ -54,15 +54,15 @@ def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[st
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=positive_int, default=DEFAULT_EPISODES,
-                        help="held-out episodes played each way (default %(default)s)")
+                        help="validation episodes played each way (default %(default)s)")
     parser.add_argument("--role", choices=ROLES, default="scientist", help="the seat the model plays")
     parser.add_argument("--model", default=None, help="checkpoint dir (default: the embedded model)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Time both ways on ``args.episodes`` held-out jobs and print the rates."""
+    """Time both ways on ``args.episodes`` validation jobs and print the rates."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from replicalab import HELDOUT_SEEDS
+    from replicalab import VALIDATION_SEEDS
     from replicalab.scenarios import cells
     from training.model.default import resolve_default_model
     from training.rollout.policy import PolicyModel
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     model_dir = args.model or str(resolve_default_model())
     policy = PolicyModel(model_dir)
     grid = cells()
-    seeds = list(HELDOUT_SEEDS)[: -(-args.episodes // len(grid))]
+    seeds = list(VALIDATION_SEEDS)[: -(-args.episodes // len(grid))]
     jobs = episode_jobs(grid, seeds, args.role, limit=args.episodes)
     result = bench(policy, args.role, jobs)
     print(f"model {model_dir} on {policy.device}, role {args.role}, {result['episodes']} episodes")

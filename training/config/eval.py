@@ -5,16 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from replicalab import DIFFICULTIES, HELDOUT_SEEDS, TEMPLATES, TRAIN_SEEDS
+from replicalab import DIFFICULTIES, TEMPLATES
 from replicalab.scenarios import cells
 from replicalab.seats import parse_seat
-from training.config.loading import load_config
+from replicalab.seeds import SPLITS, split_seeds
+from training.config.loading import ConfigError, load_config, one_line
 from training.config.train import WandbConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-SPLITS = {"heldout": HELDOUT_SEEDS, "train": TRAIN_SEEDS}
+#: The largest split (no count or offset of any split can exceed it).
+MAX_SPLIT_SEEDS = max(len(s) for s in SPLITS.values())
 
 
 class EvalConfig(BaseModel):
@@ -22,7 +24,9 @@ class EvalConfig(BaseModel):
 
     ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, reader,
     oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
-    (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.
+    (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.  ``split``
+    defaults to ``test`` (``TEST_SEEDS``, the only place test seeds are played); ``validation`` is what
+    selection uses, ``train`` the training seeds.  The report states its split and seed range.
     """
 
     model_config = _STRICT
@@ -32,11 +36,14 @@ class EvalConfig(BaseModel):
             "random) or model:DIR (a checkpoint, a Hugging Face id, model:default)."))
     lab_manager: str = Field(default="scripted", description=(
         "The fixed Lab Manager every agent plays against: scripted or model:DIR."))
-    split: Literal["heldout", "train"] = Field(default="heldout", description=(
-        "Seed split played: heldout (never trained on) or train."))
-    episodes: int = Field(default=30, ge=2, description=(
-        "Seeds per template x difficulty cell (the same seeds in every cell and for every agent)."))
-    seed_offset: int = Field(default=0, ge=0, description="Seeds skipped at the start of the split.")
+    split: Literal["validation", "test", "train"] = Field(default="test", description=(
+        "Seed split played: test (TEST_SEEDS, never trained on or selected with; the final report), "
+        "validation (VALIDATION_SEEDS, what selection uses) or train (TRAIN_SEEDS)."))
+    episodes: int = Field(default=30, ge=2, le=MAX_SPLIT_SEEDS, description=(
+        "Seeds per template x difficulty cell (the same seeds in every cell and for every agent); "
+        "seed_offset + episodes may not exceed the split's size."))
+    seed_offset: int = Field(default=0, ge=0, lt=MAX_SPLIT_SEEDS, description=(
+        "Seeds skipped at the start of the split (non-negative; seed_offset + episodes within the split)."))
     templates: list[str] = Field(default_factory=lambda: list(TEMPLATES), description="Scenario templates played.")
     difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES), description="Difficulties played.")
     backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
@@ -74,15 +81,19 @@ class EvalConfig(BaseModel):
         for d in self.difficulties:
             if d not in DIFFICULTIES:
                 raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
-        if self.seed_offset + self.episodes > len(SPLITS[self.split]):
-            raise ValueError(f"split {self.split} has only {len(SPLITS[self.split])} seeds")
+        split_seeds(self.split, self.episodes, self.seed_offset)  # one-line error naming the valid range
         parse_seat("lab_manager", self.lab_manager)
         return self
 
     @property
     def seeds(self) -> list[int]:
-        split = SPLITS[self.split]
-        return list(split[self.seed_offset: self.seed_offset + self.episodes])
+        return list(split_seeds(self.split, self.episodes, self.seed_offset))
+
+    @property
+    def seed_range(self) -> str:
+        """The seeds played, as ``first..last`` (what reports state next to the split)."""
+        seeds = self.seeds
+        return f"{seeds[0]}..{seeds[-1]}"
 
     @property
     def cells(self) -> list[tuple[str, str]]:
@@ -90,4 +101,8 @@ class EvalConfig(BaseModel):
 
 
 def load_eval_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> EvalConfig:
-    return load_config(EvalConfig, path, overrides)
+    """The config of a YAML file plus overrides; an invalid one raises a one-line ``ConfigError``."""
+    try:
+        return load_config(EvalConfig, path, overrides)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc)) from None

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from training.errors import UserInputError
 
@@ -61,6 +61,12 @@ def load_config(cls: type[ConfigT], path: str | Path | None, overrides: Sequence
     for text in overrides:
         _merge(data, _parse_override(text), "", f"override {text!r}")
     return cls.model_validate(data)
+
+
+def one_line(exc: ValidationError) -> str:
+    """A pydantic ``ValidationError`` as one line: ``LOC: MESSAGE`` per error, joined by ``; ``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
+                     for e in exc.errors())
 
 
 def save_resolved(cfg: BaseModel, run_dir: str | Path) -> Path:

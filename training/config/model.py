@@ -123,7 +123,7 @@ class DefaultModelConfig(BaseModel):
     """Everything that determines the embedded default model.
 
     Transcripts come from scripted episodes on ``n_train_seeds`` seeds taken from the start of
-    ``TRAIN_SEEDS`` (never ``HELDOUT_SEEDS``), each played on every template x difficulty.  The
+    ``TRAIN_SEEDS`` (never ``VALIDATION_SEEDS`` or ``TEST_SEEDS``), each played on every template x difficulty.  The
     Scientist seat is ``AdaptiveScientist`` except for a ``naive_fraction`` of episodes played by
     ``NaiveScientist`` and a ``reader_fraction`` played by ``ReaderScientist``; the Lab Manager seat is
     ``ScriptedLabManager``.  Every episode's Lab Manager turns become examples; its Scientist turns do

@@ -9,12 +9,16 @@ import random
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from training.config.loading import load_config
+from training.config.loading import ConfigError, load_config, one_line
 from training.config.train import load_train_config
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+#: Metric prefixes of splits a sweep may never select on (test reports; the pre-split name of the test split).
+FORBIDDEN_METRIC_PREFIXES = ("test/", "heldout/")
+#: Prefix of the periodic validation check's metrics (``validation.every_steps`` must be on to log them).
+VALIDATION_PREFIX = "val/"
 
 
 class Range(BaseModel):
@@ -34,7 +38,9 @@ class Range(BaseModel):
 
 class SweepConfig(BaseModel):
     """Trials of ``replicalab train``: ``base`` + ``overrides`` + one point of ``search`` each, scored by
-    ``metric`` from the trial's ``metrics.jsonl`` (training-split episodes only)."""
+    ``metric`` from the trial's ``metrics.jsonl``: a ``val/...`` metric (the periodic check on
+    ``VALIDATION_SEEDS``) or a training-side one (``reward/mean``, ``train/...``).  A metric on the test
+    split is refused: test seeds are for final reports only."""
 
     model_config = _STRICT
     name: str = Field(default="sweep", description=(
@@ -48,7 +54,9 @@ class SweepConfig(BaseModel):
         "Dotted TrainConfig key -> list of values, or (random search) a range {low, high, log}."))
     num_samples: int = Field(default=4, ge=1, description="Random search: trials drawn; grid: ignored.")
     max_trials: int = Field(default=16, ge=1, description="Upper bound on trials (a larger grid fails).")
-    metric: str = Field(default="reward/mean", description="metrics.jsonl key that scores a trial.")
+    metric: str = Field(default="reward/mean", description=(
+        "metrics.jsonl key that scores a trial: val/... (validation seeds; needs validation.every_steps > 0) "
+        "or a training-side key such as reward/mean; test-split metrics are refused."))
     metric_window: int = Field(default=3, ge=1, description=(
         "A trial's score is the mean of the metric's last N logged values."))
     mode: Literal["max", "min"] = Field(default="max", description=(
@@ -69,8 +77,14 @@ class SweepConfig(BaseModel):
                 raise ValueError(f"grid search needs a non-empty list of values for {', '.join(bad)}")
             if self.grid_size > self.max_trials:
                 raise ValueError(f"the grid has {self.grid_size} trials, over max_trials={self.max_trials}")
+        if self.metric.startswith(FORBIDDEN_METRIC_PREFIXES):
+            raise ValueError(f"metric {self.metric!r} is on the test split, which nothing may select on; "
+                             f"use a validation metric ({VALIDATION_PREFIX}...) or a training-side one")
         # every key must be a valid TrainConfig key: try the first point
-        load_train_config(self.base, [*self.overrides, *_as_overrides(self.trials()[0])])
+        first = load_train_config(self.base, [*self.overrides, *_as_overrides(self.trials()[0])])
+        if self.metric.startswith(VALIDATION_PREFIX) and not first.validation.every_steps:
+            raise ValueError(f"metric {self.metric!r} needs the validation check on: set validation.every_steps "
+                             "in base or overrides")
         return self
 
     @property
@@ -107,4 +121,8 @@ def trial_overrides(params: dict[str, Any]) -> list[str]:
 
 
 def load_sweep_config(path: Optional[str | Path], overrides: Sequence[str] = ()) -> SweepConfig:
-    return load_config(SweepConfig, path, overrides)
+    """The config of a YAML file plus overrides; an invalid one raises a one-line ``ConfigError``."""
+    try:
+        return load_config(SweepConfig, path, overrides)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc)) from None

@@ -9,13 +9,14 @@ model on 2 CPU cores; ``configs/train/gpu.yaml`` shows a GPU run.
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS
+from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.scenarios import cells
 from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
 from replicalab.seeds import check_train_seed
@@ -171,8 +172,9 @@ class DataConfig(BaseModel):
         "Scenario templates training draws from (cell_biology, ml_benchmark, behavioral_psychology)."))
     difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES), description=(
         "Difficulties training draws from (easy, medium, hard)."))
-    seed_offset: int = Field(default=0, ge=0, description=(
-        "Training seeds skipped at the start of TRAIN_SEEDS (e.g. to keep seeds used by the warm start out)."))
+    seed_offset: int = Field(default=0, ge=0, lt=len(TRAIN_SEEDS), description=(
+        f"Training seeds skipped at the start of TRAIN_SEEDS (e.g. to keep seeds used by the warm start out); "
+        f"0 <= seed_offset < {len(TRAIN_SEEDS)}."))
 
     @field_validator("templates", "difficulties")
     @classmethod
@@ -220,15 +222,16 @@ class CheckpointConfig(BaseModel):
 
 
 class ValidationConfig(BaseModel):
-    """Periodic evaluation on held-out seeds during training (``every_steps=0`` turns it off)."""
+    """Periodic evaluation on ``VALIDATION_SEEDS`` during training (``every_steps=0`` turns it off); its
+    ``val/*`` metrics are what sweeps and selection read.  Test seeds are never played in training."""
 
     model_config = _STRICT
     every_steps: int = Field(default=0, ge=0, description=(
-        "Optimizer steps between held-out checks of the current weights as the Scientist (logged as "
-        "heldout/*); 0: off."))
-    episodes: int = Field(default=27, ge=1, description=(
-        "Held-out episodes per check, spread over the data cells from the start of HELDOUT_SEEDS "
-        "(the same ones each time)."))
+        "Optimizer steps between validation checks of the current weights as the Scientist (logged as "
+        "val/*); 0: off."))
+    episodes: int = Field(default=27, ge=1, le=len(VALIDATION_SEEDS), description=(
+        f"Validation episodes per check, spread over the data cells from the start of VALIDATION_SEEDS "
+        f"(the same ones each time); 1..{len(VALIDATION_SEEDS)}."))
 
 
 class TrainConfig(BaseModel):
@@ -255,8 +258,10 @@ class TrainConfig(BaseModel):
     wandb: WandbConfig = Field(default_factory=WandbConfig, description="Weights & Biases logging.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoint schedule.")
     validation: ValidationConfig = Field(default_factory=ValidationConfig, description=(
-        "Periodic held-out check during training."))
-    placement: PlacementConfig = Field(default_factory=PlacementConfig, description="GPUs and CPUs of the learner and each rollout worker, and the Ray placement strategy (planned before anything loads).")
+        "Periodic validation check during training (val/* metrics)."))
+    placement: PlacementConfig = Field(default_factory=PlacementConfig, description=(
+        "GPUs and CPUs of the learner and each rollout worker, and the Ray placement strategy (planned before "
+        "anything loads)."))
 
     @field_validator("run_name", "model", "output_dir")
     @classmethod
@@ -297,23 +302,37 @@ class TrainConfig(BaseModel):
         return self.bf16 if self.bf16 is not None else device == "cuda"
 
 
-def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
-    """``n`` dataset rows ``{seed, role, template, difficulty}``, one per GRPO group.
+def _seed_stream(seed: int, room: int) -> tuple[int, int]:
+    """``(a, b)`` of the affine permutation ``i -> (a * i + b) % room`` of ``range(room)``, from ``seed``
+    (``a`` coprime with ``room``, so the first ``room`` picks are distinct)."""
+    rng = random.Random(seed)
+    b = rng.randrange(room)
+    a = rng.randrange(1, room) if room > 1 else 1
+    while math.gcd(a, room) != 1:
+        a = rng.randrange(1, room)
+    return a, b
 
-    Deterministic from ``cfg.seed``.  Seeds are distinct and come only from ``TRAIN_SEEDS`` after
-    ``cfg.data.seed_offset``; roles cycle over ``cfg.seats.trained_roles`` and, for each full cycle of
-    roles, the (template, difficulty) cell advances over ``cfg.data.cells``.
+
+def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` dataset rows ``{seed, role, template, difficulty}`` of the run, one per GRPO group.
+
+    A deterministic stream: row ``i`` depends only on ``(cfg.seed, cfg.data, cfg.seats, i)``, never on
+    ``n`` or ``grpo.max_steps``, so ``train_rows(cfg, m)[:n] == train_rows(cfg, n)`` and a run resumed with
+    a larger ``max_steps`` continues the same data order.  Seeds are distinct (an affine permutation of
+    ``TRAIN_SEEDS`` after ``cfg.data.seed_offset``, keyed by ``cfg.seed``) and come only from
+    ``TRAIN_SEEDS``; roles cycle over ``cfg.seats.trained_roles`` and, for each full cycle of roles, the
+    (template, difficulty) cell advances over ``cfg.data.cells``.
     """
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
     room = max(len(TRAIN_SEEDS) - cfg.data.seed_offset, 0)
     if n > room:
         raise ValueError(f"{n} rows need {n} distinct training seeds; seed_offset leaves {room}")
-    rng = random.Random(cfg.seed)
-    picks = rng.sample(range(room), n)
+    a, b = _seed_stream(cfg.seed, room) if n else (1, 0)
     roles, cells = cfg.seats.trained_roles, cfg.data.cells
     rows = []
-    for i, pick in enumerate(picks):
+    for i in range(n):
+        pick = (a * i + b) % room
         template, difficulty = cells[(i // len(roles)) % len(cells)]
         seed = check_train_seed(TRAIN_SEEDS[cfg.data.seed_offset + pick])
         rows.append({"seed": seed, "role": roles[i % len(roles)], "template": template, "difficulty": difficulty})

@@ -1,7 +1,8 @@
 """``replicalab eval``: agents as the Scientist against a fixed Lab Manager on one seed split.
 
-Writes ``report.json`` (per agent an ``overall`` block and a ``by_cell`` block keyed
-``template/difficulty``; plus the split and seeds), ``report.md`` (the same as tables) and PNG plots,
+The only code that plays ``TEST_SEEDS`` (split ``test``, the default).  Writes ``report.json`` (per agent
+an ``overall`` block and a ``by_cell`` block keyed ``template/difficulty``; plus the split, its seed range
+and the seeds; logged metrics are keyed ``SPLIT/AGENT/...``), ``report.md`` (the same as tables) and PNG plots,
 and logs the report to W&B.  Every agent plays the same seeds, so comparisons are paired.
 """
 
@@ -36,12 +37,13 @@ def agent_model_dir(spec: str) -> str | None:
     return resolve_model(seat.arg)
 
 
-def heldout_slice(episodes: int, templates: Sequence[str], difficulties: Sequence[str]) -> list[EpisodeJob]:
-    """``episodes`` Scientist jobs spread over the cells, from the start of HELDOUT_SEEDS."""
-    from replicalab import HELDOUT_SEEDS
+def validation_slice(episodes: int, templates: Sequence[str], difficulties: Sequence[str]) -> list[EpisodeJob]:
+    """``episodes`` Scientist jobs spread over the cells, from the start of VALIDATION_SEEDS (the periodic
+    check during training; never a test seed)."""
+    from replicalab.seeds import split_seeds
 
     grid = cells(templates, difficulties)
-    return episode_jobs(grid, HELDOUT_SEEDS[: -(-episodes // len(grid))], limit=episodes)
+    return episode_jobs(grid, split_seeds("validation", -(-episodes // len(grid))), limit=episodes)
 
 
 def decoding(cfg: EvalConfig) -> SamplingConfig:
@@ -91,7 +93,8 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
 
 def build_report(cfg: EvalConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
     oracle = played[ORACLE]
-    report: dict[str, Any] = {"split": cfg.split, "seeds": cfg.seeds, "lab_manager": cfg.lab_manager,
+    report: dict[str, Any] = {"split": cfg.split, "seed_range": cfg.seed_range, "seeds": cfg.seeds,
+                              "lab_manager": cfg.lab_manager,
                               "decoding": decoding(cfg).model_dump(), "sampling_seed": cfg.sampling_seed,
                               "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}}
     for spec, logs in played.items():
@@ -132,7 +135,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     (out / "report.md").write_text(report_markdown(report), encoding="utf-8")
     plots = plot_report(report, out)
     with RunLogger(out, cfg) as logger:
-        flat = {f"eval/{spec}/{k}": v for spec, a in report["agents"].items()
+        flat = {f"{cfg.split}/{spec}/{k}": v for spec, a in report["agents"].items()
                 for k, v in a["overall"].items() if isinstance(v, (int, float))}
         logger.log(0, flat)
         for spec, logs in played.items():

@@ -6,7 +6,8 @@ Lab Manager against ``AdaptiveScientist``, on every seed x template x difficulty
 decoding.  Per seat it reports the share of model turns that parse into a valid action
 (``parse_rate = 1 - parse failures / model turns``, from the trajectories), the share of the seat's
 turns the env accepted (``valid_turn_rate``), and mean rewards next to scripted baselines played on
-the very same scenarios.
+the very same scenarios.  It selects (the default-model build check, config probes), so callers pass
+``VALIDATION_SEEDS`` (``replicalab.seeds.split_seeds("validation", n)``), never test seeds.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from replicalab.seeds import split_of
+
 #: The build record written next to the weights (config, data, SFT phases, evaluation).
 BUILD_INFO_FILE = "build_info.json"
 
@@ -32,7 +34,7 @@ def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
     seeds = ev["seeds"]
     return [
         f"Greedy decoding (max_new_tokens {ev['max_new_tokens']}), `training.eval.seat_check.evaluate_model_seats` on "
-        f"held-out seeds {seeds[0]}..{seeds[-1]} x every template x every difficulty "
+        f"{split_of(seeds[0]) or 'unsplit'} seeds {seeds[0]}..{seeds[-1]} x every template x every difficulty "
         f"({sci['episodes']} episodes per seat), rollouts by `training.rollout.play.play_jobs`:",
         "",
         "| seat | opponent | parse rate | valid turns | mean reward | baseline on the same episodes |",

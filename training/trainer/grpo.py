@@ -27,6 +27,8 @@ from training.trainer.grad_guard import NonFiniteGradGuard
 
 REWARD_KEY = "judge_total"
 STEP_SEED_STRIDE = 1_000_003
+#: Prefix of the periodic validation check's metrics (what sweeps and selection read).
+VALIDATION_PREFIX = "val/"
 
 
 def job_key(row: dict) -> str:
@@ -35,6 +37,10 @@ def job_key(row: dict) -> str:
 
 
 def build_dataset(cfg: TrainConfig, n_rows: int) -> Dataset:
+    """The first ``n_rows`` rows of the run's row stream (``train_rows``), in order.  TRL plays them in this
+    order (``shuffle_dataset=False`` in ``grpo_config``: its shuffle is a permutation of the whole dataset,
+    so it would depend on ``max_steps``); row ``i`` depends only on ``(cfg.seed, i)``, so resuming with a
+    larger ``grpo.max_steps`` continues the same data order."""
     rows = train_rows(cfg, n_rows)
     return Dataset.from_list([{"prompt": job_key(r), **r} for r in rows])
 
@@ -107,15 +113,16 @@ def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
     }
 
 
-class HeldoutEvalCallback(TrainerCallback):
-    """Every ``validation.every_steps`` steps: the current weights as the Scientist on a small held-out slice
-    (same seeds each time), logged as ``heldout/*``.  Evaluation only: no gradient sees these episodes."""
+class ValidationCallback(TrainerCallback):
+    """Every ``validation.every_steps`` steps: the current weights as the Scientist on a small slice of
+    ``VALIDATION_SEEDS`` (same seeds each time), logged as ``val/*``.  Evaluation only: no gradient sees
+    these episodes, and no test seed is ever played here."""
 
     def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
-        from training.eval.run import heldout_slice
+        from training.eval.run import validation_slice
 
         self.backend, self.cfg, self.logger = backend, cfg, logger
-        self.jobs = heldout_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties)
+        self.jobs = validation_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         every = self.cfg.validation.every_steps
@@ -124,7 +131,7 @@ class HeldoutEvalCallback(TrainerCallback):
         self.backend.set_weights(model_state_numpy(model), state.global_step)
         records = self.backend.collect(self.jobs, sampling_seed=self.cfg.seed)
         metrics = episode_metrics([r.log for r in records])
-        self.logger.log(state.global_step, {f"heldout/{k}": v for k, v in metrics.items()})
+        self.logger.log(state.global_step, {f"{VALIDATION_PREFIX}{k}": v for k, v in metrics.items()})
 
 
 class LoggerCallback(TrainerCallback):
@@ -189,7 +196,7 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> G
         data_seed=cfg.seed,
         use_cpu=use_cpu,
         bf16=bf16,
-        shuffle_dataset=True,
+        shuffle_dataset=False,  # the order is train_rows' stream, independent of max_steps
         disable_tqdm=False,
     )
 
@@ -209,6 +216,6 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
         processing_class=tokenizer,
         rollout_func=rollouts,
         callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts),
-                   HeldoutEvalCallback(backend, cfg, logger)],
+                   ValidationCallback(backend, cfg, logger)],
     )
     return trainer

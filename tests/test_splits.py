@@ -1,0 +1,227 @@
+"""Seed splits: train, validation and test are disjoint; everything that trains, sweeps or selects plays
+only train and validation seeds (checked by recording every seed the env generates a scenario for);
+a test-split sweep metric is refused in one line; seed-range arguments are bounded; the data order does
+not depend on ``grpo.max_steps``, so a resumed run with more steps continues the same scenarios."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from replicalab import TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
+from replicalab.seeds import SPLITS, split_of, split_seeds
+
+TRAIN_TINY = ["grpo.max_steps=2", "grpo.groups_per_step=1", "grpo.num_generations=2", "rollout.backend=inprocess",
+              "checkpoint.save_steps=1", "wandb.mode=disabled", "rollout.sampling.max_new_tokens=16",
+              "grpo.max_completion_length=256", "rollout.max_rounds=1", "validation.every_steps=1",
+              "validation.episodes=2", "data.templates=[cell_biology]"]
+
+
+# ---------------------------------------------------------------- fast tier
+
+def test_splits_are_disjoint_and_named_once() -> None:
+    ranges = list(SPLITS.values())
+    for i, a in enumerate(ranges):
+        for b in ranges[i + 1:]:
+            assert a.stop <= b.start or b.stop <= a.start
+    assert TRAIN_SEEDS == range(0, 1_000_000) and TEST_SEEDS == range(1_000_000, 1_100_000)
+    assert VALIDATION_SEEDS == range(2_000_000, 2_100_000)
+    assert [split_of(s) for s in (0, 999_999, 1_000_000, 1_099_999, 2_000_000, 2_099_999)] == [
+        "train", "train", "test", "test", "validation", "validation"]
+    assert split_of(1_500_000) is None and split_of(-1) is None
+
+
+@pytest.mark.parametrize("split", list(SPLITS))
+@pytest.mark.parametrize("count,offset", [(-1, 0), (0, -1), (1, 10**7), (10**7, 0), (2, "end-1")])
+def test_split_seeds_refuses_out_of_range_slices(split, count, offset) -> None:
+    size = len(SPLITS[split])
+    offset = size - 1 if offset == "end-1" else offset
+    with pytest.raises(ValueError) as err:
+        split_seeds(split, count, offset)
+    assert "\n" not in str(err.value) and str(size) in str(err.value)
+    assert list(split_seeds(split, 3, size - 3)) == list(SPLITS[split][-3:])
+
+
+def test_eval_config_split_bounds_and_default() -> None:
+    from training.config.eval import EvalConfig, load_eval_config
+    from training.config.loading import ConfigError
+
+    assert EvalConfig().split == "test" and EvalConfig().seeds[0] == TEST_SEEDS.start
+    assert EvalConfig(split="validation", episodes=2).seeds == [VALIDATION_SEEDS[0], VALIDATION_SEEDS[1]]
+    for bad in (["seed_offset=-1"], ["episodes=-3"], ["episodes=100001"], ["seed_offset=99999"],
+                ["split=validation", "seed_offset=99990", "episodes=11"], ["split=heldout"]):
+        with pytest.raises(ConfigError) as err:
+            load_eval_config(None, bad)
+        assert "\n" not in str(err.value), bad
+    assert load_eval_config(None, ["split=train", "seed_offset=999998", "episodes=2"]).seeds == [999_998, 999_999]
+
+
+def test_train_config_seed_bounds() -> None:
+    from training.config.train import DataConfig, ValidationConfig
+
+    for kwargs in ({"episodes": 0}, {"episodes": len(VALIDATION_SEEDS) + 1}, {"every_steps": -1}):
+        with pytest.raises(ValueError):
+            ValidationConfig(**kwargs)
+    for offset in (-1, len(TRAIN_SEEDS)):
+        with pytest.raises(ValueError):
+            DataConfig(seed_offset=offset)
+    assert ValidationConfig(episodes=len(VALIDATION_SEEDS)).episodes == len(VALIDATION_SEEDS)
+
+
+@pytest.mark.parametrize("metric", ["test/reward/mean", "test/scripted:naive/mean_reward", "heldout/reward/mean"])
+def test_sweep_refuses_a_test_metric_in_one_line(metric) -> None:
+    from training.config.loading import ConfigError
+    from training.config.sweep import load_sweep_config
+
+    with pytest.raises(ConfigError) as err:
+        load_sweep_config("configs/sweeps/cpu_grid.yaml", [f"metric={metric}"])
+    assert "test split" in str(err.value) and "\n" not in str(err.value)
+    ok = load_sweep_config("configs/sweeps/cpu_grid.yaml", ["metric=val/reward/mean"])
+    assert ok.metric == "val/reward/mean"
+
+
+def test_sweep_refuses_a_validation_metric_without_the_check() -> None:
+    from training.config.loading import ConfigError
+    from training.config.sweep import load_sweep_config
+
+    with pytest.raises(ConfigError, match="validation.every_steps"):
+        load_sweep_config("configs/sweeps/cpu_grid.yaml", ["metric=val/reward/mean",
+                                                           'overrides=["validation.every_steps=0"]'])
+
+
+def test_metric_value_refuses_test_metrics(tmp_path) -> None:
+    from training.sweep import metric_value
+
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"test/reward/mean": 1.0, "val/reward/mean": 2.0}) + "\n")
+    with pytest.raises(ValueError, match="test split"):
+        metric_value(tmp_path, "test/reward/mean", 1)
+    assert metric_value(tmp_path, "val/reward/mean", 1) == 2.0
+
+
+@pytest.mark.parametrize("value", ["-1", "100001", str(10**6)])
+def test_build_default_model_refuses_bad_eval_seeds_before_building(value, tmp_path) -> None:
+    out = tmp_path / "model"
+    proc = subprocess.run([sys.executable, "-m", "replicalab.cli", "build-default-model", "--out", str(out),
+                           "--eval-seeds", value], capture_output=True, text=True, env={**os.environ},
+                          timeout=120)
+    assert proc.returncode != 0 and not out.exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--eval-seeds" in lines[0] and "100000" in lines[0], proc.stderr
+
+
+def test_validation_slice_plays_validation_seeds_only() -> None:
+    from training.eval.run import validation_slice
+
+    for episodes in (1, 9, 27, 100):
+        jobs = validation_slice(episodes, TEMPLATES, ["easy", "hard"])
+        assert len(jobs) == episodes and all(j.seed in VALIDATION_SEEDS for j in jobs)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_train_rows_are_a_stream_independent_of_length(seed) -> None:
+    from training.config.train import TrainConfig, train_rows
+
+    cfg = TrainConfig(seed=seed, data={"seed_offset": 123})
+    long = train_rows(cfg, 3000)
+    for n in (0, 1, 5, 64, 999):
+        assert train_rows(cfg, n) == long[:n]
+    seeds = [r["seed"] for r in long]
+    assert len(set(seeds)) == len(seeds) and all(s in TRAIN_SEEDS and s >= 123 for s in seeds)
+    assert train_rows(TrainConfig(seed=seed + 1), 5) != train_rows(TrainConfig(seed=seed), 5)
+
+
+# ---------------------------------------------------------------- slow tier: seeds actually played
+
+@pytest.fixture
+def played_seeds(monkeypatch):
+    """Every seed the env generates a scenario for, in this process."""
+    import replicalab.env as env_module
+
+    seen: list[int] = []
+    real = env_module.generate_scenario
+
+    def recording(seed, template, difficulty):
+        seen.append(seed)
+        return real(seed, template, difficulty)
+
+    monkeypatch.setattr(env_module, "generate_scenario", recording)
+    return seen
+
+
+@pytest.fixture(autouse=True)
+def _offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _episode_seeds(run_dir) -> list[int]:
+    return [json.loads(line)["log"]["seed"] for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_training_with_validation_every_step_never_plays_a_test_seed(policy_wide_model_dir, tmp_path, played_seeds):
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
+
+    cfg = load_train_config(None, [*TRAIN_TINY, f"model={policy_wide_model_dir}", f"output_dir={tmp_path}"])
+    run_train(cfg)
+    assert played_seeds and not [s for s in played_seeds if s in TEST_SEEDS]
+    validation = [s for s in played_seeds if s not in TRAIN_SEEDS]
+    assert validation and all(s in VALIDATION_SEEDS for s in validation)
+    rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any(k.startswith("val/") for r in rows for k in r)
+    assert not any(k.startswith(("test/", "heldout/")) for r in rows for k in r)
+
+
+@pytest.mark.slow
+def test_sweep_trial_scores_on_validation_and_never_plays_a_test_seed(policy_wide_model_dir, tmp_path,
+                                                                      played_seeds):
+    from training.config.sweep import load_sweep_config
+    from training.sweep import _trial
+
+    sweep = load_sweep_config("configs/sweeps/cpu_grid.yaml", [
+        f"out={tmp_path}", "metric=val/reward/mean", "metric_window=1",
+        f"overrides={json.dumps([*TRAIN_TINY, 'grpo.max_steps=1', f'model={policy_wide_model_dir}'])}"])
+    result = _trial(sweep.trials()[0], sweep, 0)
+    assert isinstance(result["score"], float)
+    assert played_seeds and all(s in TRAIN_SEEDS or s in VALIDATION_SEEDS for s in played_seeds)
+    assert any(s in VALIDATION_SEEDS for s in played_seeds)
+
+
+@pytest.mark.slow
+def test_seat_check_of_the_build_plays_validation_seeds(policy_wide_model_dir, played_seeds):
+    from training.eval.seat_check import evaluate_model_seats
+
+    report = evaluate_model_seats(policy_wide_model_dir, split_seeds("validation", 1), templates=TEMPLATES[:1],
+                                  difficulties=["easy"])
+    assert report.scientist.episodes == 1
+    assert played_seeds and all(s in VALIDATION_SEEDS for s in played_seeds)
+
+
+@pytest.mark.slow
+def test_resume_with_larger_max_steps_continues_the_same_scenarios(policy_wide_model_dir, tmp_path):
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
+
+    base = [*TRAIN_TINY, "validation.every_steps=0", "grpo.groups_per_step=2", f"model={policy_wide_model_dir}"]
+    straight = load_train_config(None, [*base, "grpo.max_steps=4", f"output_dir={tmp_path / 'a'}"])
+    run_train(straight)
+    short = load_train_config(None, [*base, "grpo.max_steps=2", f"output_dir={tmp_path / 'b'}"])
+    run_train(short)
+    longer = load_train_config(None, [*base, "grpo.max_steps=4", f"output_dir={tmp_path / 'b'}"])
+    run_train(longer, resume=True)
+    uninterrupted, resumed = _episode_seeds(straight.run_dir), _episode_seeds(longer.run_dir)
+    assert len(uninterrupted) == 4 * 2 * 2
+    assert resumed == uninterrupted
+
+
+def test_trl_keeps_the_row_order(tmp_path) -> None:
+    """TRL's shuffle permutes the whole dataset (its length is max_steps * groups_per_step): it stays off."""
+    from training.config.train import TrainConfig
+    from training.trainer.grpo import grpo_config
+
+    assert grpo_config(TrainConfig(), tmp_path, use_cpu=True, bf16=False).shuffle_dataset is False
