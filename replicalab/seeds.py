@@ -15,6 +15,9 @@ VALIDATION_SEEDS = range(2_000_000, 2_100_000)
 
 #: Split name -> its seeds (the names ``EvalConfig.split`` and reports use).
 SPLITS: dict[str, range] = {"train": TRAIN_SEEDS, "validation": VALIDATION_SEEDS, "test": TEST_SEEDS}
+#: Split name -> the first part of the names of metrics measured on it: ``val/reward/mean`` (the check
+#: during training), ``test/<agent>/mean_reward`` (an eval report on the test split).
+METRIC_PREFIXES: dict[str, str] = {"train": "train", "validation": "val", "test": "test"}
 
 
 def check_train_seed(seed: int) -> int:

@@ -80,7 +80,8 @@ def test_sweep_refuses_a_test_metric_in_one_line(metric) -> None:
     with pytest.raises(ConfigError) as err:
         load_sweep_config("configs/sweeps/cpu_grid.yaml", [f"metric={metric}"])
     assert "test split" in str(err.value) and "\n" not in str(err.value)
-    ok = load_sweep_config("configs/sweeps/cpu_grid.yaml", ["metric=val/reward/mean"])
+    ok = load_sweep_config("configs/sweeps/cpu_grid.yaml", ["metric=val/reward/mean",
+                                                            'overrides=["grpo.max_steps=3", "validation.every_steps=1"]'])
     assert ok.metric == "val/reward/mean"
 
 
@@ -138,17 +139,18 @@ def test_train_rows_are_a_stream_independent_of_length(seed) -> None:
 
 @pytest.fixture
 def played_seeds(monkeypatch):
-    """Every seed the env generates a scenario for, in this process."""
-    import replicalab.env as env_module
+    """Every seed a scenario is generated for in this process: ``generate_scenario`` (whoever imported it:
+    the env, scripted agents) looks ``build_scenario`` up in ``replicalab.scenarios`` at each call."""
+    import replicalab.scenarios as scenarios
 
     seen: list[int] = []
-    real = env_module.generate_scenario
+    real = scenarios.build_scenario
 
-    def recording(seed, template, difficulty):
+    def recording(domain, seed, difficulty):
         seen.append(seed)
-        return real(seed, template, difficulty)
+        return real(domain, seed, difficulty)
 
-    monkeypatch.setattr(env_module, "generate_scenario", recording)
+    monkeypatch.setattr(scenarios, "build_scenario", recording)
     return seen
 
 
@@ -158,8 +160,11 @@ def _offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-def _episode_seeds(run_dir) -> list[int]:
-    return [json.loads(line)["log"]["seed"] for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+def _episode_seeds(run_dir) -> list[tuple]:
+    """Each logged training episode as (step, role, seed, template, difficulty), in log order."""
+    rows = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    return [(r["step"], r["role"], r["log"]["seed"], r["log"]["scenario_template"], r["log"]["difficulty"])
+            for r in rows]
 
 
 @pytest.mark.slow
@@ -215,7 +220,7 @@ def test_resume_with_larger_max_steps_continues_the_same_scenarios(policy_wide_m
     longer = load_train_config(None, [*base, "grpo.max_steps=4", f"output_dir={tmp_path / 'b'}"])
     run_train(longer, resume=True)
     uninterrupted, resumed = _episode_seeds(straight.run_dir), _episode_seeds(longer.run_dir)
-    assert len(uninterrupted) == 4 * 2 * 2
+    assert len(uninterrupted) == 4 * 2 * 2 and [k[0] for k in uninterrupted] == [s for s in range(4) for _ in range(4)]
     assert resumed == uninterrupted
 
 
@@ -225,3 +230,82 @@ def test_trl_keeps_the_row_order(tmp_path) -> None:
     from training.trainer.grpo import grpo_config
 
     assert grpo_config(TrainConfig(), tmp_path, use_cpu=True, bf16=False).shuffle_dataset is False
+
+
+# ---------------------------------------------------------------- selection guards (fast)
+
+@pytest.mark.parametrize("overrides", [
+    ['overrides=["grpo.max_steps=3", "validation.every_steps=4"]'],  # the check would first run after the end
+    ['overrides=["validation.every_steps=1", "seats.scientist=scripted", "seats.lab_manager=policy"]'],
+])
+def test_sweep_refuses_a_validation_metric_no_trial_logs(overrides) -> None:
+    from training.config.loading import ConfigError
+    from training.config.sweep import load_sweep_config
+
+    with pytest.raises(ConfigError, match="never runs it") as err:
+        load_sweep_config("configs/sweeps/cpu_grid.yaml", ["metric=val/reward/mean", *overrides])
+    assert "\n" not in str(err.value)
+
+
+def test_sweep_checks_the_validation_metric_for_every_trial() -> None:
+    """A search over the check's own keys: the second trial turns it off, and is refused before any trains."""
+    from training.config.sweep import SweepConfig
+
+    with pytest.raises(ValueError, match=r"trial \{'validation.every_steps': 0\} never runs it"):
+        SweepConfig(base="configs/train/default.yaml", search={"validation.every_steps": [2, 0]},
+                    metric="val/reward/mean")
+    with pytest.raises(ValueError, match=r"trial \{'grpo.max_steps': 1\} never runs it"):
+        SweepConfig(base="configs/train/default.yaml", overrides=["validation.every_steps=2"],
+                    search={"grpo.max_steps": [4, 1]}, metric="val/reward/mean")
+    ok = SweepConfig(base="configs/train/default.yaml", overrides=["validation.every_steps=1"],
+                     search={"grpo.max_steps": [4, 1]}, metric="val/reward/mean")
+    assert len(ok.trials()) == 2
+
+
+def test_seat_check_refuses_test_seeds_before_loading_a_model(tmp_path) -> None:
+    from training.eval.seat_check import evaluate_model_seats
+
+    for seeds in ([TEST_SEEDS[0]], [VALIDATION_SEEDS[0], TEST_SEEDS[-1]]):
+        with pytest.raises(ValueError, match="may not play test seeds"):
+            evaluate_model_seats(tmp_path / "no-model-here", seeds)
+
+
+def test_eval_metrics_carry_the_split_prefix(tmp_path) -> None:
+    """An eval report on the validation split logs ``val/<agent>/...`` (the spelling the check during
+    training uses) and states its split and seeds in report.json and report.md."""
+    from replicalab.seeds import METRIC_PREFIXES
+    from training.config.eval import EvalConfig
+    from training.eval.run import run_eval
+
+    assert METRIC_PREFIXES == {"train": "train", "validation": "val", "test": "test"}
+    cfg = EvalConfig(agents=["scripted:naive"], split="validation", episodes=2, templates=["cell_biology"],
+                     difficulties=["easy"], backend="inprocess", out=str(tmp_path / "eval"),
+                     wandb={"mode": "disabled"}, bootstrap_samples=100)
+    report = run_eval(cfg, progress=False)
+    assert report["split"] == "validation" and report["seeds"] == list(VALIDATION_SEEDS[:2])
+    (row,) = [json.loads(line) for line in (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()]
+    keys = [k for k in row if k != "step"]
+    assert keys and all(k.startswith("val/") for k in keys) and "val/scripted:naive/mean_reward" in keys
+    md = (tmp_path / "eval" / "report.md").read_text()
+    assert "validation" in md and f"{VALIDATION_SEEDS[0]}..{VALIDATION_SEEDS[1]}" in md
+
+
+def test_trl_reads_the_rows_in_the_same_order_for_any_max_steps(policy_tiny_model_dir, tmp_path) -> None:
+    """TRL's own sampler and dataloader over ``build_dataset``: step k's prompts are the same whether the run
+    has 2 or 5 steps (TRL's shuffle, a permutation of the whole dataset, would reorder them)."""
+    from trl import GRPOTrainer
+
+    from training.config.train import load_train_config
+    from training.trainer.grpo import build_dataset, grpo_config, job_key, judge_reward
+
+    orders = []
+    for steps in (2, 5):
+        cfg = load_train_config(None, [*TRAIN_TINY, "grpo.groups_per_step=2", f"grpo.max_steps={steps}"])
+        dataset = build_dataset(cfg, cfg.num_train_rows)
+        trainer = GRPOTrainer(model=str(policy_tiny_model_dir), reward_funcs=[judge_reward], train_dataset=dataset,
+                              args=grpo_config(cfg, tmp_path / f"run-{steps}", use_cpu=True, bf16=False),
+                              rollout_func=lambda prompts, trainer: {})
+        prompts = [row["prompt"] for batch in trainer.get_train_dataloader() for row in batch]
+        assert prompts == [job_key(r) for r in dataset for _ in range(cfg.grpo.num_generations)]
+        orders.append(prompts)
+    assert orders[1][: len(orders[0])] == orders[0]

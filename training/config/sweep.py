@@ -11,14 +11,15 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from replicalab.seeds import METRIC_PREFIXES
 from training.config.loading import ConfigError, load_config, one_line
 from training.config.train import load_train_config
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 #: Metric prefixes of splits a sweep may never select on (test reports; the pre-split name of the test split).
-FORBIDDEN_METRIC_PREFIXES = ("test/", "heldout/")
+FORBIDDEN_METRIC_PREFIXES = (f"{METRIC_PREFIXES['test']}/", "heldout/")
 #: Prefix of the periodic validation check's metrics (``validation.every_steps`` must be on to log them).
-VALIDATION_PREFIX = "val/"
+VALIDATION_PREFIX = f"{METRIC_PREFIXES['validation']}/"
 
 
 class Range(BaseModel):
@@ -80,11 +81,13 @@ class SweepConfig(BaseModel):
         if self.metric.startswith(FORBIDDEN_METRIC_PREFIXES):
             raise ValueError(f"metric {self.metric!r} is on the test split, which nothing may select on; "
                              f"use a validation metric ({VALIDATION_PREFIX}...) or a training-side one")
-        # every key must be a valid TrainConfig key: try the first point
-        first = load_train_config(self.base, [*self.overrides, *_as_overrides(self.trials()[0])])
-        if self.metric.startswith(VALIDATION_PREFIX) and not first.validation.every_steps:
-            raise ValueError(f"metric {self.metric!r} needs the validation check on: set validation.every_steps "
-                             "in base or overrides")
+        # every key must be a valid TrainConfig key: try the first point; a val/ metric: every trial must log it
+        points = self.trials()
+        first = load_train_config(self.base, [*self.overrides, *_as_overrides(points[0])])
+        if self.metric.startswith(VALIDATION_PREFIX):
+            for i, params in enumerate(points):
+                cfg = first if i == 0 else load_train_config(self.base, [*self.overrides, *_as_overrides(params)])
+                _check_validation_runs(cfg, self.metric, params)
         return self
 
     @property
@@ -108,6 +111,18 @@ class SweepConfig(BaseModel):
                     point[k] = rng.choice(v)
             out.append(point)
         return out
+
+
+def _check_validation_runs(cfg: Any, metric: str, params: dict[str, Any]) -> None:
+    """A ``val/...`` metric is logged only if the trial's validation check runs at least once: it needs
+    ``1 <= validation.every_steps <= grpo.max_steps`` and the Scientist seat trained (``policy``).
+    Checked for every trial, before any trains (a search may set either key)."""
+    every, steps = cfg.validation.every_steps, cfg.grpo.max_steps
+    if not 1 <= every <= steps or "scientist" not in cfg.seats.trained_roles:
+        raise ValueError(f"metric {metric!r} needs the validation check on, and trial {params} never runs it "
+                         f"(validation.every_steps={every}, grpo.max_steps={steps}, seats.scientist="
+                         f"{cfg.seats.scientist}): set validation.every_steps to 1..{steps} in base or overrides, "
+                         "with seats.scientist=policy")
 
 
 def _as_overrides(params: dict[str, Any]) -> list[str]:

@@ -2,7 +2,8 @@
 
 The only code that plays ``TEST_SEEDS`` (split ``test``, the default).  Writes ``report.json`` (per agent
 an ``overall`` block and a ``by_cell`` block keyed ``template/difficulty``; plus the split, its seed range
-and the seeds; logged metrics are keyed ``SPLIT/AGENT/...``), ``report.md`` (the same as tables) and PNG plots,
+and the seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry:
+``test/``, ``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots,
 and logs the report to W&B.  Every agent plays the same seeds, so comparisons are paired.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Sequence
 from replicalab.models import EpisodeLog
 from replicalab.scenarios import cells
 from replicalab.seats import MODEL, parse_seat
+from replicalab.seeds import METRIC_PREFIXES
 from training.config.eval import EvalConfig
 from training.config.model import SamplingConfig
 from training.eval.metrics import episode_metrics
@@ -135,7 +137,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     (out / "report.md").write_text(report_markdown(report), encoding="utf-8")
     plots = plot_report(report, out)
     with RunLogger(out, cfg) as logger:
-        flat = {f"{cfg.split}/{spec}/{k}": v for spec, a in report["agents"].items()
+        flat = {f"{METRIC_PREFIXES[cfg.split]}/{spec}/{k}": v for spec, a in report["agents"].items()
                 for k, v in a["overall"].items() if isinstance(v, (int, float))}
         logger.log(0, flat)
         for spec, logs in played.items():

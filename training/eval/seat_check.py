@@ -20,7 +20,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict
 
-from replicalab import DIFFICULTIES, TEMPLATES
+from replicalab import DIFFICULTIES, TEMPLATES, TEST_SEEDS
 from replicalab.scenarios import cells
 from replicalab.seats import POLICY, AgentRole
 from training.config.model import SamplingConfig
@@ -121,12 +121,17 @@ def evaluate_model_seats(
     Scientist seat: vs the scripted Lab Manager, compared with ``NaiveScientist`` on the same jobs.
     Lab Manager seat: vs ``AdaptiveScientist``, compared with the scripted Lab Manager.
     ``sampling`` defaults to greedy decoding with the checkpoint's ``max_new_tokens``;
-    ``batch_size`` bounds how many episodes share one generate call.
+    ``batch_size`` bounds how many episodes share one generate call.  This check selects, so a test seed
+    among ``seeds`` is refused (ValueError) before any model loads.
     """
     started = time.perf_counter()
+    seeds = list(seeds)
+    leaked = [s for s in seeds if s in TEST_SEEDS]
+    if leaked:
+        raise ValueError(f"the seat check selects, so it may not play test seeds (got {leaked[0]}, ...): test seeds "
+                         f"are for replicalab eval reports; pass validation seeds (split_seeds('validation', n))")
     policy = model if isinstance(model, PolicyModel) else PolicyModel(str(model))
     sampling = sampling or greedy_for(policy)
-    seeds = list(seeds)
     reports = {}
     baselines = {"scientist": ("NaiveScientist", "scripted:naive"),
                  "lab_manager": ("ScriptedLabManager (vs Adaptive)", "scripted:adaptive")}

@@ -19,6 +19,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
+from replicalab.seeds import METRIC_PREFIXES
 from training.config.train import CHECKPOINTS_DIRNAME, TrainConfig, train_rows
 from training.eval.metrics import episode_metrics
 from training.rollout.records import EpisodeJob, RolloutRecord
@@ -28,7 +29,7 @@ from training.trainer.grad_guard import NonFiniteGradGuard
 REWARD_KEY = "judge_total"
 STEP_SEED_STRIDE = 1_000_003
 #: Prefix of the periodic validation check's metrics (what sweeps and selection read).
-VALIDATION_PREFIX = "val/"
+VALIDATION_PREFIX = f"{METRIC_PREFIXES['validation']}/"
 
 
 def job_key(row: dict) -> str:
