@@ -80,8 +80,8 @@ def test_sweep_refuses_a_test_metric_in_one_line(metric) -> None:
     with pytest.raises(ConfigError) as err:
         load_sweep_config("configs/sweeps/cpu_grid.yaml", [f"metric={metric}"])
     assert "test split" in str(err.value) and "\n" not in str(err.value)
-    ok = load_sweep_config("configs/sweeps/cpu_grid.yaml", ["metric=val/reward/mean",
-                                                            'overrides=["grpo.max_steps=3", "validation.every_steps=1"]'])
+    ok = load_sweep_config("configs/sweeps/cpu_grid.yaml", [
+        "metric=val/reward/mean", 'overrides=["grpo.max_steps=3", "validation.every_steps=1"]'])
     assert ok.metric == "val/reward/mean"
 
 
