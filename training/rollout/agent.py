@@ -96,5 +96,5 @@ def load_agent_spec(spec: str, role: AgentRole, *, sampling: Optional[SamplingCo
 
 def greedy_for(policy: PolicyModel) -> SamplingConfig:
     """Greedy decoding with the checkpoint's own ``generation_config.max_new_tokens`` when it has one."""
-    wanted = getattr(policy.model.generation_config, "max_new_tokens", None)
+    wanted = getattr(policy.checkpoint_generation_config, "max_new_tokens", None)
     return GREEDY.model_copy(update={"max_new_tokens": wanted}) if wanted else GREEDY
