@@ -82,6 +82,14 @@ def neutralised_extras(checkpoint: Optional[GenerationConfig]) -> dict[str, Any]
     return found
 
 
+def replaced_settings(checkpoint: Optional[GenerationConfig]) -> dict[str, Any]:
+    """The checkpoint's own temperature / top-p / top-k / do_sample: the SamplingConfig's replace them."""
+    if checkpoint is None:
+        return {}
+    keys = ("do_sample", "temperature", "top_p", "top_k")
+    return {k: getattr(checkpoint, k) for k in keys if getattr(checkpoint, k, None) is not None}
+
+
 def bare_generation_config(eos: Sequence[int], pad: int, bos: Optional[int]) -> GenerationConfig:
     """A generation config with token ids only: nothing for ``generate`` to inherit."""
     return GenerationConfig(eos_token_id=list(eos), pad_token_id=pad, bos_token_id=bos)

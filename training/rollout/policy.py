@@ -15,7 +15,7 @@ this equals TRL's ``log_softmax(logits / T)``.  Greedy decoding uses temperature
 
 Stop tokens: the generation config's eos ids, the tokenizer's eos and the chat template's end-of-turn
 token.  A tokenizer without a pad token pads with the first stop token (in memory; files are untouched).
-``chat_template`` (a Jinja string) replaces or supplies the tokenizer's template, in memory only.
+``chat_template`` (a Jinja string) serves a tokenizer without a template of its own, in memory only.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from training.rollout.generation import (
     end_of_turn_id,
     explicit_generation_config,
     neutralised_extras,
+    replaced_settings,
     sampling_processors,
 )
 
@@ -120,8 +121,9 @@ class PolicyModel:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=default_dtype(self.device))
-        if chat_template is not None:
+        if chat_template is not None and not tokenizer.chat_template:
             tokenizer.chat_template = chat_template
+            logger.info("%s: no chat template of its own; using the configured one", self.name_or_path)
         self.tokenizer = tokenizer
         self.model = model.to(self.device).eval()
         self.weights_version = 0
@@ -134,6 +136,10 @@ class PolicyModel:
             logger.info("%s: tokenizer has no pad token; padding with stop token %d (in memory only)",
                         self.name_or_path, self.pad_token_id)
         self.neutralised = neutralised_extras(self.checkpoint_generation_config)
+        replaced = replaced_settings(self.checkpoint_generation_config)
+        if replaced:
+            logger.info("%s: generation_config sampling settings replaced by the configured sampling: %s",
+                        self.name_or_path, replaced)
         if self.neutralised:
             logger.warning("%s: generation_config sampling extras not used (only the configured sampling "
                            "applies): %s", self.name_or_path, self.neutralised)
