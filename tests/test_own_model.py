@@ -280,7 +280,7 @@ def test_standin_plays_evaluates_and_trains(standin, tmp_path, monkeypatch):
                                   "difficulties=[easy]", "backend=inprocess", "max_new_tokens=16",
                                   "chat_template=chatml", f"out={tmp_path / 'eval'}", "wandb.mode=offline"])
     report = run_eval(cfg, progress=False)
-    assert report["agents"][str(path)]["overall"]["episodes"] == 2
+    assert report["agents"][f"model:{path}"]["overall"]["episodes"] == 2
     train = load_train_config("configs/train/default.yaml", [
         f"model={path}", "chat_template=chatml", "grpo.max_steps=1", "grpo.groups_per_step=1",
         "grpo.num_generations=2", "rollout.backend=inprocess", "rollout.sampling.max_new_tokens=16",
