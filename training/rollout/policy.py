@@ -20,6 +20,7 @@ token.  A tokenizer without a pad token pads with the first stop token (in memor
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -47,6 +48,9 @@ from training.rollout.generation import (
 logger = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
+#: Key of an adapter payload's LoRA config (JSON text) in a weights dict: such a payload holds only the
+#: LoRA adapter's weights (``get_peft_model_state_dict`` keys); the base weights stay the checkpoint's.
+LORA_CONFIG_KEY = "__lora_config__"
 #: Fallback context length when a config does not declare ``max_position_embeddings``.
 DEFAULT_MAX_POSITIONS = 2048
 
@@ -250,7 +254,11 @@ class PolicyModel:
         """Load new weights from a state dict of tensors or numpy arrays (e.g. from ``state_numpy``).
 
         Tied parameters may be missing from ``state``; any other missing or unexpected key raises.
+        A payload carrying ``LORA_CONFIG_KEY`` is a LoRA adapter (``load_adapter``).
         """
+        if LORA_CONFIG_KEY in state:
+            self.load_adapter(state, version)
+            return
         own = self.model.state_dict()
         tensors = {}
         for key, value in state.items():
@@ -263,4 +271,19 @@ class PolicyModel:
         if missing - tied:
             raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
         self.model.load_state_dict(tensors, strict=False)
+        self.weights_version = version if version is not None else self.weights_version + 1
+
+    def load_adapter(self, state: Mapping[str, Any], version: Optional[int] = None) -> None:
+        """Load a LoRA adapter payload (``LORA_CONFIG_KEY`` + adapter weights) onto the base checkpoint: the
+        model is wrapped with PEFT on the first one; an adapter key this model lacks raises."""
+        from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+
+        if not hasattr(self.model, "peft_config"):
+            config = LoraConfig(**json.loads(str(state[LORA_CONFIG_KEY])))
+            self.model = get_peft_model(self.model, config).eval()
+        tensors = {k: torch.from_numpy(np.array(v)) for k, v in state.items() if k != LORA_CONFIG_KEY}
+        result = set_peft_model_state_dict(self.model, tensors)
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise KeyError(f"unexpected adapter weights: {sorted(unexpected)[:5]}")
         self.weights_version = version if version is not None else self.weights_version + 1

@@ -71,11 +71,10 @@ def save_final(trainer: Any, source: str, final: Path, *, chat_template: Optiona
     from transformers import AutoTokenizer
 
     model = trainer.model
-    if hasattr(model, "merge_and_unload"):  # a PEFT model
+    if hasattr(model, "merge_and_unload"):  # a PEFT model: training is over, merge in place
         model.save_pretrained(str(final / ADAPTER_DIRNAME))
-        import copy
-
-        copy.deepcopy(model).merge_and_unload().save_pretrained(str(final))
+        model.merge_and_unload().save_pretrained(str(final))
+        logger.info("final/: LoRA adapter merged into the base weights (adapter kept in %s)", ADAPTER_DIRNAME)
     else:
         trainer.save_model(str(final))
     notes = tuple(tokenizer_changes(AutoTokenizer.from_pretrained(source), trainer.processing_class))

@@ -59,6 +59,39 @@ def model_state_numpy(model) -> dict[str, np.ndarray]:
     return {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
 
 
+def lora_peft_config(cfg: TrainConfig):
+    """The PEFT ``LoraConfig`` of ``cfg.lora`` (None when LoRA is off)."""
+    if not cfg.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(**lora_kwargs(cfg))
+
+
+def lora_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    lora = cfg.lora
+    targets = lora.target_modules
+    return dict(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, task_type="CAUSAL_LM",
+                target_modules=targets[0] if targets == ["all-linear"] else list(targets))
+
+
+def policy_weights(model, cfg: TrainConfig) -> dict[str, Any]:
+    """What rollout workers load each step: the full weights, or with LoRA only the adapter's (numpy) plus
+    its config under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``)."""
+    if not hasattr(model, "peft_config"):
+        return model_state_numpy(model)
+    from peft import get_peft_model_state_dict
+
+    from training.rollout.policy import LORA_CONFIG_KEY
+
+    adapter = {k: v.detach().float().cpu().numpy() for k, v in get_peft_model_state_dict(model).items()}
+    return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(cfg))}
+
+
+def payload_bytes(state: dict[str, Any]) -> int:
+    return sum(int(v.nbytes) for v in state.values() if isinstance(v, np.ndarray))
+
+
 class EpisodeRollouts:
     """TRL ``rollout_func``: ship the current weights, play the batch's episodes, return token records."""
 
@@ -69,10 +102,10 @@ class EpisodeRollouts:
     def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
         step = trainer.state.global_step
         tick = time.perf_counter()
-        state = model_state_numpy(trainer.model)
+        state = policy_weights(trainer.model, self.cfg)
         self.backend.set_weights(state, step)
         sync_s = time.perf_counter() - tick
-        sync_bytes = sum(int(v.nbytes) for v in state.values())
+        sync_bytes = payload_bytes(state)
         g = self.cfg.grpo.num_generations
         jobs = [
             EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
@@ -196,7 +229,7 @@ class HeldoutEvalCallback(TrainerCallback):
         every = self.cfg.validation.every_steps
         if not every or state.global_step % every or "scientist" not in self.cfg.seats.trained_roles:
             return
-        self.backend.set_weights(model_state_numpy(model), state.global_step)
+        self.backend.set_weights(policy_weights(model, self.cfg), state.global_step)
         records = self.backend.collect(self.jobs, sampling_seed=self.cfg.seed)
         metrics = episode_metrics([r.log for r in records])
         self.logger.log(state.global_step, {f"heldout/{k}": v for k, v in metrics.items()})
@@ -286,6 +319,7 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
         train_dataset=build_dataset(cfg, n_rows),
         processing_class=tokenizer,
         rollout_func=rollouts,
+        peft_config=lora_peft_config(cfg),
         callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts),
                    HeldoutEvalCallback(backend, cfg, logger)],
     )
