@@ -49,13 +49,14 @@ def _seat(role: str) -> Callable[[str], str]:
     return check
 
 
-def _agent(role: str, spec: str, seed: int, template: str, difficulty: str):
+def _agent(role: str, spec: str, seed: int, template: str, difficulty: str, chat_template: str | None = None):
     """A fresh agent for ``role`` per its seat spec; None for the scripted Lab Manager."""
     seat = parse_seat(role, spec)
     if seat.kind == MODEL:
+        from training.model.validate import resolve_chat_template
         from training.rollout.agent import load_agent_spec
 
-        return load_agent_spec(spec, role)()
+        return load_agent_spec(spec, role, chat_template=resolve_chat_template(chat_template))()
     return scripted_scientist(seat.arg, seed, template, difficulty) if role == "scientist" else None
 
 
@@ -64,8 +65,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     from replicalab.episode import run_episode
     from replicalab.transcript import format_episode
 
-    scientist = _agent("scientist", args.scientist, args.seed, args.template, args.difficulty)
-    lab_manager = _agent("lab_manager", args.lab_manager, args.seed, args.template, args.difficulty)
+    scientist = _agent("scientist", args.scientist, args.seed, args.template, args.difficulty, args.chat_template)
+    lab_manager = _agent("lab_manager", args.lab_manager, args.seed, args.template, args.difficulty,
+                         args.chat_template)
     env = ReplicaLabEnv(max_rounds=args.max_rounds)
     log = run_episode(env, scientist, lab_manager, seed=args.seed, template=args.template, difficulty=args.difficulty)
     print(log.model_dump_json(indent=2) if args.json else format_episode(log))
@@ -192,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help=", ".join(seat_choices("lab_manager")))
     play.add_argument("--max-rounds", type=_positive, default=6)
     play.add_argument("--json", action="store_true", help="print the EpisodeLog as JSON")
+    play.add_argument("--chat-template", default=None, metavar="FILE|chatml",
+                      help="chat template for model seats whose tokenizer has none (a base model)")
     play.set_defaults(func=cmd_play)
 
     bench = sub.add_parser("bench", help="benchmarks that print figures next to a baseline from the same run",

@@ -74,6 +74,8 @@ BENCH_OPTIONS = {
               dict(config="configs/train/default.yaml", steps=4, overrides=[])),
     "generate": (["--episodes", "5", "--role", "lab_manager", "--model", "m"],
                  dict(episodes=5, role="lab_manager", model="m"), dict(episodes=18, role="scientist", model=None)),
+    "generate-memory": (["--vocab", "1000", "--batch", "2", "--new-tokens", "3"],
+                        dict(vocab=1000, batch=2, new_tokens=3), dict(vocab=150_000, batch=64, new_tokens=256)),
 }
 
 

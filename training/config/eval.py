@@ -49,6 +49,9 @@ class EvalConfig(BaseModel):
     backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
         "Where model agents play: inprocess or a pool of Ray workers (scripted agents always play in-process)."))
     num_workers: int = Field(default=2, ge=1, description="Ray workers for model agents (backend=ray).")
+    chat_template: Optional[str] = Field(default=None, description=(
+        "Chat template for model agents whose tokenizer has none (a base model): a Jinja file path or a "
+        "built-in name (chatml). Used in memory; a tokenizer's own template always wins."))
     max_new_tokens: int = Field(default=128, ge=8, description="New tokens per model turn.")
     temperature: Optional[float] = Field(default=None, gt=0.0, description=(
         "Decoding of model agents: None is greedy; a temperature samples (seeded by sampling_seed), which "

@@ -234,6 +234,20 @@ class ValidationConfig(BaseModel):
         f"(the same ones each time); 1..{len(VALIDATION_SEEDS)}."))
 
 
+class LoraConfig(BaseModel):
+    """LoRA adapters through PEFT: only the adapters train and travel to rollout workers each step;
+    ``final/`` holds the merged full model (and the adapter under ``final/adapter``)."""
+
+    model_config = _STRICT
+    enabled: bool = Field(default=False, description="Train LoRA adapters instead of the full weights.")
+    r: int = Field(default=8, ge=1, description="Adapter rank.")
+    alpha: float = Field(default=16.0, gt=0.0, description="LoRA scaling numerator (the update is scaled by alpha / r).")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description=(
+        "Dropout on the adapter input during training (off while scoring rollouts)."))
+    target_modules: list[str] = Field(default_factory=lambda: ["all-linear"], description=(
+        "Module names (or suffixes) that get adapters; all-linear: every linear layer but the output head."))
+
+
 class TrainConfig(BaseModel):
     """Everything one training run needs.  ``bf16=None`` means on exactly when the device is cuda."""
 
@@ -247,6 +261,11 @@ class TrainConfig(BaseModel):
     model: str = Field(default=DEFAULT_MODEL, description=(
         "Starting weights: a local checkpoint directory, a Hugging Face id, or 'default' (the embedded "
         "model, built on first use)."))
+    chat_template: Optional[str] = Field(default=None, description=(
+        "Chat template for model seats whose tokenizer has none (a base model): a Jinja file path or a "
+        "built-in name (chatml). Used in memory; a tokenizer's own template always wins."))
+    lora: LoraConfig = Field(default_factory=lambda: LoraConfig(), description=(
+        "Train LoRA adapters (PEFT) instead of every weight."))
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description=(
         "Training device: auto picks cuda when available, else cpu; cuda without a GPU fails."))
     bf16: Optional[bool] = Field(default=None, description=(

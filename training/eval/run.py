@@ -60,17 +60,20 @@ def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[Episo
     from training.rollout.backends import make_backend
     from training.rollout.play import load_frozen, play_jobs
 
+    from training.model.validate import resolve_chat_template
+
     sampling = decoding(cfg)
+    chat_template = resolve_chat_template(cfg.chat_template)
     model_dir = agent_model_dir(spec)
     if model_dir is None:
-        frozen = load_frozen([cfg.lab_manager], device="cpu")
+        frozen = load_frozen([cfg.lab_manager], device="cpu", chat_template=chat_template)
         records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=sampling,
                             max_rounds=cfg.max_rounds, frozen=frozen)
         return [r.log for r in records]
     frozen_specs = [cfg.lab_manager] if cfg.lab_manager.startswith("model:") else []
     backend = make_backend(cfg.backend, model=model_dir, scientist="policy", lab_manager=cfg.lab_manager,
                            sampling=sampling, max_rounds=cfg.max_rounds, device="auto",
-                           num_workers=cfg.num_workers, frozen=frozen_specs)
+                           num_workers=cfg.num_workers, frozen=frozen_specs, chat_template=chat_template)
     try:
         return [r.log for r in backend.collect(jobs, sampling_seed=cfg.sampling_seed)]
     finally:
@@ -117,8 +120,10 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     from training.eval.report import plot_report, report_markdown
+    from training.model.validate import resolve_chat_template, validate_seats
     from training.tracking import RunLogger
 
+    validate_seats([*cfg.agents, cfg.lab_manager], chat_template=resolve_chat_template(cfg.chat_template))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = episode_jobs(cfg.cells, cfg.seeds)

@@ -77,18 +77,21 @@ class ModelAgent:
 
 
 def load_agent_spec(spec: str, role: AgentRole, *, sampling: Optional[SamplingConfig] = None,
-                    device: str = "auto") -> Callable[[], ModelAgent]:
+                    device: str = "auto", chat_template: Optional[str] = None) -> Callable[[], ModelAgent]:
     """Parse ``"model:DIR"`` (or ``"model:default"``) into a factory of fresh ``ModelAgent``s.
 
     The checkpoint is loaded once; each call of the factory returns a new agent sharing it.
-    Decoding is greedy unless ``sampling`` says otherwise.  Other specs raise ``ValueError``.
+    Decoding is greedy unless ``sampling`` says otherwise.  The model is validated first
+    (``training.model.validate``: one-line ``UserInputError``); ``chat_template`` (Jinja text) serves a
+    tokenizer without one.  Other specs raise ``ValueError``.
     """
     seat = parse_seat(role, spec)
     if seat.kind != MODEL:
         raise ValueError(f"not a model seat (expected 'model:DIR'): {spec!r}")
-    from training.model.default import resolve_model
+    from training.model.validate import validate_model
 
-    policy = PolicyModel(resolve_model(seat.arg), device=device)
+    where = validate_model(seat.arg, chat_template=chat_template)
+    policy = PolicyModel(where, device=device, chat_template=chat_template)
     chosen = sampling or greedy_for(policy)
     policy.sampling = chosen
     return lambda: ModelAgent(policy, role, chosen)
@@ -96,5 +99,5 @@ def load_agent_spec(spec: str, role: AgentRole, *, sampling: Optional[SamplingCo
 
 def greedy_for(policy: PolicyModel) -> SamplingConfig:
     """Greedy decoding with the checkpoint's own ``generation_config.max_new_tokens`` when it has one."""
-    wanted = getattr(policy.model.generation_config, "max_new_tokens", None)
+    wanted = getattr(policy.checkpoint_generation_config, "max_new_tokens", None)
     return GREEDY.model_copy(update={"max_new_tokens": wanted}) if wanted else GREEDY

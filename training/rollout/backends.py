@@ -102,7 +102,7 @@ class InProcessBackend:
 
     def __init__(self, model: str, *, scientist: str, lab_manager: str, sampling: SamplingConfig,
                  max_rounds: int = 6, device: str = "cpu", torch_threads: Optional[int] = None,
-                 frozen: Optional[Sequence[str]] = None) -> None:
+                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None) -> None:
         import torch
 
         from training.rollout.play import load_frozen
@@ -113,8 +113,9 @@ class InProcessBackend:
         self.seats = dict(scientist=scientist, lab_manager=lab_manager)
         self.sampling = sampling
         self.max_rounds = max_rounds
-        self.policy = PolicyModel(model, sampling=sampling, device=device)
-        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device)
+        self.policy = PolicyModel(model, sampling=sampling, device=device, chat_template=chat_template)
+        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device,
+                                  chat_template=chat_template)
         self.restarts = 0  # interface parity with RayBackend; nothing to restart here
 
     @property
@@ -158,7 +159,7 @@ class RayBackend:
                  sampling: SamplingConfig, max_rounds: int = 6, torch_threads_per_worker: int = 1,
                  max_restarts: int = 3, ray_address: Optional[str] = None, device: str = "cpu",
                  num_gpus_per_worker: Optional[float] = None,
-                 frozen: Optional[Sequence[str]] = None) -> None:
+                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None) -> None:
         import ray
 
         if num_workers < 1:
@@ -174,7 +175,7 @@ class RayBackend:
         self.sampling = sampling
         self._spec = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
                           max_rounds=max_rounds, torch_threads=torch_threads_per_worker, device=device,
-                          num_gpus=num_gpus_per_worker, frozen=frozen)
+                          num_gpus=num_gpus_per_worker, frozen=frozen, chat_template=chat_template)
         self.num_workers = num_workers
         self.max_restarts = max_restarts
         self.restarts = 0
@@ -308,7 +309,8 @@ def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: st
                  sampling: SamplingConfig, max_rounds: int = 6, device: str = "cpu",
                  frozen: Optional[Sequence[str]] = None, torch_threads: Optional[int] = None,
                  num_workers: int = 1, torch_threads_per_worker: int = 1, max_restarts: int = 3,
-                 ray_address: Optional[str] = None, num_gpus_per_worker: Optional[float] = None) -> Backend:
+                 ray_address: Optional[str] = None, num_gpus_per_worker: Optional[float] = None,
+                 chat_template: Optional[str] = None) -> Backend:
     """``InProcessBackend`` for ``"inprocess"``, ``RayBackend`` for ``"ray"``.
 
     Callers may pass every option whatever the kind: ``torch_threads`` only applies in-process;
@@ -316,7 +318,7 @@ def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: st
     ``num_gpus_per_worker`` only to Ray.
     """
     common = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
-                  max_rounds=max_rounds, device=device, frozen=frozen)
+                  max_rounds=max_rounds, device=device, frozen=frozen, chat_template=chat_template)
     if kind == "inprocess":
         return InProcessBackend(**common, torch_threads=torch_threads)
     if kind == "ray":

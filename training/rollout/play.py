@@ -54,13 +54,16 @@ class ModelSeat:
         return self.prompt_ids + self.completion_ids
 
 
-def load_frozen(seat_specs: Iterable[str], device: str = "auto") -> dict[str, PolicyModel]:
-    """Load every ``model:DIR`` seat once (frozen opponents)."""
-    from training.model.default import resolve_model
+def load_frozen(seat_specs: Iterable[str], device: str = "auto",
+                chat_template: Optional[str] = None) -> dict[str, PolicyModel]:
+    """Load every ``model:DIR`` seat once (frozen opponents), each validated first
+    (``training.model.validate``; ``chat_template`` serves tokenizers without one)."""
+    from training.model.validate import validate_model
 
     return {
-        spec: PolicyModel(resolve_model(spec[len(MODEL_PREFIX):]), device=device)
-        for spec in set(seat_specs) if spec.startswith(MODEL_PREFIX)
+        spec: PolicyModel(validate_model(spec[len(MODEL_PREFIX):], chat_template=chat_template),
+                          device=device, chat_template=chat_template)
+        for spec in dict.fromkeys(seat_specs) if spec.startswith(MODEL_PREFIX)
     }
 
 

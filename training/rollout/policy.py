@@ -6,13 +6,21 @@ conversations, left-pads them and answers them with ONE ``model.generate`` call.
 ``Generation`` record carrying the prompt ids, the completion ids and the log-probability of every
 completion token -- what GRPO needs later.
 
-Log-prob convention: ``log_softmax(raw_logits / temperature)`` at the sampled token, i.e. the
-temperature-scaled model distribution *before* top-k / top-p filtering (the convention of TRL's
-GRPO, which recomputes log-probs from ``logits / temperature``).  Greedy decoding uses temperature 1.
+Exact sampling (``training.rollout.generation``): only the ``SamplingConfig``'s parameters shape the
+distribution; the checkpoint's own sampling extras (repetition penalty, min-p, ...) are neutralised and
+listed once in the log.  Log-prob convention: the log-probability of each sampled token under the
+distribution it was actually sampled from (``log_softmax`` of the processed scores: temperature, top-k,
+top-p), recorded step by step without a full-vocabulary buffer.  With top_k=0 and top_p=1 (the defaults)
+this equals TRL's ``log_softmax(logits / T)``.  Greedy decoding uses temperature 1.
+
+Stop tokens: the generation config's eos ids, the tokenizer's eos and the chat template's end-of-turn
+token.  A tokenizer without a pad token pads with the first stop token (in memory; files are untouched).
+``chat_template`` (a Jinja string) serves a tokenizer without a template of its own, in memory only.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -27,10 +35,22 @@ from transformers import (
 )
 
 from training.config.model import SamplingConfig
+from training.rollout.generation import (
+    StepLogprobs,
+    bare_generation_config,
+    end_of_turn_id,
+    explicit_generation_config,
+    neutralised_extras,
+    replaced_settings,
+    sampling_processors,
+)
 
 logger = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
+#: Key of an adapter payload's LoRA config (JSON text) in a weights dict: such a payload holds only the
+#: LoRA adapter's weights (``get_peft_model_state_dict`` keys); the base weights stay the checkpoint's.
+LORA_CONFIG_KEY = "__lora_config__"
 #: Fallback context length when a config does not declare ``max_position_embeddings``.
 DEFAULT_MAX_POSITIONS = 2048
 
@@ -65,6 +85,19 @@ def default_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
+def stop_tokens(generation_config: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+    """Generation-config eos ids, then the tokenizer's eos, then the template's end-of-turn token."""
+    found: list[int] = []
+    eos = getattr(generation_config, "eos_token_id", None)
+    for candidate in [*(eos if isinstance(eos, (list, tuple)) else [eos]), tokenizer.eos_token_id,
+                      end_of_turn_id(tokenizer)]:
+        if candidate is not None and int(candidate) not in found:
+            found.append(int(candidate))
+    if not found:
+        raise ValueError("the model declares no stop token (no eos and no end-of-turn token)")
+    return tuple(found)
+
+
 class PolicyModel:
     """A causal LM + tokenizer that generates batched, role-agnostic chat completions.
 
@@ -81,6 +114,7 @@ class PolicyModel:
         device: str = "auto",
         model: Optional[PreTrainedModel] = None,
         tokenizer: Optional[PreTrainedTokenizerBase] = None,
+        chat_template: Optional[str] = None,
     ) -> None:
         if name_or_path is None and (model is None or tokenizer is None):
             raise ValueError("give name_or_path, or both model and tokenizer")
@@ -91,15 +125,30 @@ class PolicyModel:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=default_dtype(self.device))
+        if chat_template is not None and not tokenizer.chat_template:
+            tokenizer.chat_template = chat_template
+            logger.info("%s: no chat template of its own; using the configured one", self.name_or_path)
         self.tokenizer = tokenizer
         self.model = model.to(self.device).eval()
         self.weights_version = 0
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = tokenizer.eos_token_id
-        self.stop_token_ids: tuple[int, ...] = tuple(eos if isinstance(eos, (list, tuple)) else [eos])
+        #: The checkpoint's own generation config, as loaded (read ``max_new_tokens`` from here).
+        self.checkpoint_generation_config = self.model.generation_config
+        self.stop_token_ids: tuple[int, ...] = stop_tokens(self.checkpoint_generation_config, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = pad if pad is not None else self.stop_token_ids[0]
+        if pad is None:
+            logger.info("%s: tokenizer has no pad token; padding with stop token %d (in memory only)",
+                        self.name_or_path, self.pad_token_id)
+        self.neutralised = neutralised_extras(self.checkpoint_generation_config)
+        replaced = replaced_settings(self.checkpoint_generation_config)
+        if replaced:
+            logger.info("%s: generation_config sampling settings replaced by the configured sampling: %s",
+                        self.name_or_path, replaced)
+        if self.neutralised:
+            logger.warning("%s: generation_config sampling extras not used (only the configured sampling "
+                           "applies): %s", self.name_or_path, self.neutralised)
+        self.model.generation_config = bare_generation_config(
+            self.stop_token_ids, self.pad_token_id, getattr(self.checkpoint_generation_config, "bos_token_id", None))
         self.max_positions: int = int(
             getattr(self.model.config, "max_position_embeddings", None) or DEFAULT_MAX_POSITIONS
         )
@@ -162,39 +211,24 @@ class PolicyModel:
             attention[row, width - len(ids):] = 1
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
+        recorder = StepLogprobs()
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention.to(self.device),
-            return_dict_in_generate=True,
-            output_logits=True,
-            **self._generate_kwargs(sampling),
+            generation_config=self.generation_config(sampling),
+            logits_processor=sampling_processors(sampling, recorder),
         )
         new_tokens = out.sequences[:, width:]
-        temperature = sampling.temperature if sampling.do_sample else 1.0
-        step_logprobs = [
-            torch.log_softmax(logits.float() / temperature, dim=-1)
-            .gather(1, new_tokens[:, step : step + 1])
-            .squeeze(1)
-            for step, logits in enumerate(out.logits)
-        ]
-        logprobs = torch.stack(step_logprobs, dim=1).cpu().tolist()
+        logprobs = recorder.finish(new_tokens).cpu().tolist()
         tokens = new_tokens.cpu().tolist()
         return [
             self._record(list(p), t, lp, cut) for p, t, lp, cut in zip(prompts, tokens, logprobs, truncated)
         ]
 
-    def _generate_kwargs(self, sampling: SamplingConfig) -> dict[str, Any]:
-        kwargs: dict[str, Any] = dict(
-            max_new_tokens=self.max_new_tokens(sampling),
-            do_sample=sampling.do_sample,
-            eos_token_id=list(self.stop_token_ids),
-            pad_token_id=self.pad_token_id,
-        )
-        if sampling.do_sample:
-            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
-        else:
-            kwargs.update(temperature=None, top_p=None, top_k=None)
-        return kwargs
+    def generation_config(self, sampling: SamplingConfig):
+        """The complete explicit ``GenerationConfig`` of one call (nothing inherited from the checkpoint)."""
+        return explicit_generation_config(sampling, max_new_tokens=self.max_new_tokens(sampling),
+                                          eos=self.stop_token_ids, pad=self.pad_token_id)
 
     def _record(self, prompt: list[int], tokens: list[int], logprobs: list[float], cut: bool) -> Generation:
         stops = [i for i, tok in enumerate(tokens) if tok in self.stop_token_ids]
@@ -220,7 +254,11 @@ class PolicyModel:
         """Load new weights from a state dict of tensors or numpy arrays (e.g. from ``state_numpy``).
 
         Tied parameters may be missing from ``state``; any other missing or unexpected key raises.
+        A payload carrying ``LORA_CONFIG_KEY`` is a LoRA adapter (``load_adapter``).
         """
+        if LORA_CONFIG_KEY in state:
+            self.load_adapter(state, version)
+            return
         own = self.model.state_dict()
         tensors = {}
         for key, value in state.items():
@@ -233,4 +271,19 @@ class PolicyModel:
         if missing - tied:
             raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
         self.model.load_state_dict(tensors, strict=False)
+        self.weights_version = version if version is not None else self.weights_version + 1
+
+    def load_adapter(self, state: Mapping[str, Any], version: Optional[int] = None) -> None:
+        """Load a LoRA adapter payload (``LORA_CONFIG_KEY`` + adapter weights) onto the base checkpoint: the
+        model is wrapped with PEFT on the first one; an adapter key this model lacks raises."""
+        from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+
+        if not hasattr(self.model, "peft_config"):
+            config = LoraConfig(**json.loads(str(state[LORA_CONFIG_KEY])))
+            self.model = get_peft_model(self.model, config).eval()
+        tensors = {k: torch.from_numpy(np.array(v)) for k, v in state.items() if k != LORA_CONFIG_KEY}
+        result = set_peft_model_state_dict(self.model, tensors)
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise KeyError(f"unexpected adapter weights: {sorted(unexpected)[:5]}")
         self.weights_version = version if version is not None else self.weights_version + 1

@@ -34,7 +34,7 @@ class RolloutWorkerImpl:
 
     def __init__(self, model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
                  max_rounds: int, torch_threads: int = 1, device: str = "cpu",
-                 frozen: Optional[Sequence[str]] = None) -> None:
+                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None) -> None:
         for key, value in WORKER_ENV.items():
             os.environ.setdefault(key, value)
         import torch
@@ -47,8 +47,9 @@ class RolloutWorkerImpl:
         self.seats = dict(scientist=scientist, lab_manager=lab_manager)
         self.sampling = sampling
         self.max_rounds = max_rounds
-        self.policy = PolicyModel(model, sampling=sampling, device=device)
-        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device)
+        self.policy = PolicyModel(model, sampling=sampling, device=device, chat_template=chat_template)
+        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device,
+                                  chat_template=chat_template)
         self._delay_s = 0.0
         self._crash_next = False
 
@@ -109,10 +110,11 @@ RolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorkerImpl
 def make_worker(model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
                 max_rounds: int, torch_threads: int = 1, device: str = "cpu",
                 frozen: Optional[Sequence[str]] = None, num_cpus: Optional[float] = None,
-                num_gpus: float = 0.0) -> Any:
+                num_gpus: float = 0.0, chat_template: Optional[str] = None) -> Any:
     """Start one ``RolloutWorker`` actor and return its handle (construction runs asynchronously;
     call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs."""
     actor = RolloutWorker.options(num_cpus=torch_threads if num_cpus is None else num_cpus,
                                   num_gpus=num_gpus)
     return actor.remote(model, name=name, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
-                        max_rounds=max_rounds, torch_threads=torch_threads, device=device, frozen=frozen)
+                        max_rounds=max_rounds, torch_threads=torch_threads, device=device, frozen=frozen,
+                        chat_template=chat_template)

@@ -5,16 +5,23 @@ Each dataset row names one (seed, role, template, difficulty) from the training 
 it ``num_generations`` times, so every GRPO group is G episodes of one scenario, one role and one
 opponent, and advantages never mix roles.  The reward is the judge's total, passed through from the
 rollout; every component is logged by ``RunLogger``.
+
+Exact scoring (``ReplicaLabGRPOTrainer``): TRL 1.16 scores completions without position ids, which shifts
+an absolute-position model's positions in a left-padded batch; the subclass passes position ids from the
+attention mask, ``disable_dropout`` keeps dropout off, and every step logs how far the trainer's log-probs
+of the sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
@@ -30,6 +37,10 @@ REWARD_KEY = "judge_total"
 STEP_SEED_STRIDE = 1_000_003
 #: Prefix of the periodic validation check's metrics (what sweeps and selection read).
 VALIDATION_PREFIX = f"{METRIC_PREFIXES['validation']}/"
+#: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
+MISMATCH_WARN_NATS = 1e-2
+
+logger = logging.getLogger(__name__)
 
 
 def job_key(row: dict) -> str:
@@ -55,6 +66,39 @@ def model_state_numpy(model) -> dict[str, np.ndarray]:
     return {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
 
 
+def lora_peft_config(cfg: TrainConfig):
+    """The PEFT ``LoraConfig`` of ``cfg.lora`` (None when LoRA is off)."""
+    if not cfg.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(**lora_kwargs(cfg))
+
+
+def lora_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    lora = cfg.lora
+    targets = lora.target_modules
+    return dict(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, task_type="CAUSAL_LM",
+                target_modules=targets[0] if targets == ["all-linear"] else list(targets))
+
+
+def policy_weights(model, cfg: TrainConfig) -> dict[str, Any]:
+    """What rollout workers load each step: the full weights, or with LoRA only the adapter's (numpy) plus
+    its config under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``)."""
+    if not hasattr(model, "peft_config"):
+        return model_state_numpy(model)
+    from peft import get_peft_model_state_dict
+
+    from training.rollout.policy import LORA_CONFIG_KEY
+
+    adapter = {k: v.detach().float().cpu().numpy() for k, v in get_peft_model_state_dict(model).items()}
+    return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(cfg))}
+
+
+def payload_bytes(state: dict[str, Any]) -> int:
+    return sum(int(v.nbytes) for v in state.values() if isinstance(v, np.ndarray))
+
+
 class EpisodeRollouts:
     """TRL ``rollout_func``: ship the current weights, play the batch's episodes, return token records."""
 
@@ -65,8 +109,10 @@ class EpisodeRollouts:
     def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
         step = trainer.state.global_step
         tick = time.perf_counter()
-        self.backend.set_weights(model_state_numpy(trainer.model), step)
+        state = policy_weights(trainer.model, self.cfg)
+        self.backend.set_weights(state, step)
         sync_s = time.perf_counter() - tick
+        sync_bytes = payload_bytes(state)
         g = self.cfg.grpo.num_generations
         jobs = [
             EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
@@ -81,7 +127,8 @@ class EpisodeRollouts:
         self.episodes_played += len(records)
         logs = [r.log for r in records]
         self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
-                               **_trajectory_metrics(records), **self.last_timing})
+                               **_trajectory_metrics(records), **self.last_timing,
+                               "rollout/weight_sync_bytes": float(sync_bytes)})
         self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
         trajectories = [r.trajectory for r in records]
         return {
@@ -91,6 +138,67 @@ class EpisodeRollouts:
             "env_mask": [t.env_mask for t in trajectories],
             REWARD_KEY: [t.reward for t in trajectories],
         }
+
+
+class _WithPositionIds:
+    """Calls ``model`` with position ids counted over the attention mask (left padding gets position 0,
+    the first real token too), as ``generate`` does; everything else passes through."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def __call__(self, *args: Any, attention_mask: torch.Tensor, **kwargs: Any) -> Any:
+        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        return self.model(*args, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
+
+
+def mismatch_metrics(rollout: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor,
+                     roles: Sequence[str]) -> dict[str, float]:
+    """Per role: mean |trainer - rollout| log-prob over model tokens, and the k3 estimate of
+    KL(sampling || trainer) (``exp(d) - 1 - d`` with ``d = trainer - rollout``, averaged over the tokens)."""
+    out: dict[str, float] = {}
+    diff = (trainer.float() - rollout.float()) * mask
+    for role in sorted(set(roles)):
+        rows = torch.tensor([r == role for r in roles], device=mask.device)
+        m = mask[rows].float()
+        n = m.sum().clamp(min=1.0)
+        d = diff[rows]
+        out[f"mismatch/{role}/abs_diff"] = float((d.abs() * m).sum() / n)
+        out[f"mismatch/{role}/kl"] = float(((torch.exp(d) - 1 - d) * m).sum() / n)
+    return out
+
+
+class ReplicaLabGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that scores with position ids from the attention mask and logs the rollout-vs-trainer
+    log-prob mismatch of every generation batch (through ``metric_sink(step, metrics)``)."""
+
+    metric_sink = None
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
+        return super()._get_per_token_logps_and_entropies(
+            _WithPositionIds(model), input_ids, attention_mask, *args, **kwargs)
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        rollout = output.get("sampling_per_token_logps")
+        if rollout is None:
+            return output
+        mask = output["completion_mask"] * output.get("tool_mask", 1)
+        trainer = output.get("old_per_token_logps")
+        if trainer is None:
+            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            with torch.no_grad():
+                trainer, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, attention, output["completion_ids"].size(1))
+        metrics = mismatch_metrics(rollout, trainer, mask, [row["role"] for row in inputs])
+        worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
+        if worst > MISMATCH_WARN_NATS:
+            logger.warning("rollout and trainer log-probs differ by %.3g nats per token (threshold %g): %s",
+                           worst, MISMATCH_WARN_NATS, metrics)
+        if self.metric_sink is not None:
+            self.metric_sink(self.state.global_step, metrics)
+        return output
 
 
 def _step_timing(records: Sequence[RolloutRecord], sync_s: float, rollout_s: float) -> dict[str, float]:
@@ -129,7 +237,7 @@ class ValidationCallback(TrainerCallback):
         every = self.cfg.validation.every_steps
         if not every or state.global_step % every or "scientist" not in self.cfg.seats.trained_roles:
             return
-        self.backend.set_weights(model_state_numpy(model), state.global_step)
+        self.backend.set_weights(policy_weights(model, self.cfg), state.global_step)
         records = self.backend.collect(self.jobs, sampling_seed=self.cfg.seed)
         metrics = episode_metrics([r.log for r in records])
         self.logger.log(state.global_step, {f"{VALIDATION_PREFIX}{k}": v for k, v in metrics.items()})
@@ -174,6 +282,7 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> G
         num_generations=g.num_generations,
         # TRL rescales the logits it scores with by this; it must be the rollouts' temperature.
         temperature=cfg.rollout.sampling.temperature,
+        disable_dropout=True,  # score exactly what was sampled (rollouts run in eval mode)
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,
         lr_scheduler_type=g.lr_scheduler_type,
@@ -203,20 +312,24 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> G
 
 
 def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, logger: RunLogger,
-                  use_cpu: bool, bf16: bool) -> GRPOTrainer:
+                  use_cpu: bool, bf16: bool, chat_template: str | None = None) -> GRPOTrainer:
     from transformers import AutoTokenizer
 
     n_rows = cfg.num_train_rows
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    if chat_template and not tokenizer.chat_template:
+        tokenizer.chat_template = chat_template
     rollouts = EpisodeRollouts(backend, cfg, logger)
-    trainer = GRPOTrainer(
+    trainer = ReplicaLabGRPOTrainer(
         model=str(model_dir),
         reward_funcs=[judge_reward],
         args=grpo_config(cfg, run_dir, use_cpu, bf16),
         train_dataset=build_dataset(cfg, n_rows),
         processing_class=tokenizer,
         rollout_func=rollouts,
+        peft_config=lora_peft_config(cfg),
         callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts),
                    ValidationCallback(backend, cfg, logger)],
     )
+    trainer.metric_sink = logger.log
     return trainer
