@@ -24,7 +24,7 @@ RESUME_TINY = ["grpo.groups_per_step=1", "grpo.num_generations=2", "rollout.back
                "grpo.weight_decay=0.1", "device=cpu"]
 #: Metric keys that measure time or aggregate one session (not one step): left out of log comparisons.
 SESSION_KEYS = ("train/train_runtime", "train/train_samples_per_second", "train/train_steps_per_second",
-                "train/train_loss")
+                "train/train_loss", "train/step_time")
 
 
 def resume_overrides(model: Path | str, output_dir: Path, run_name: str, steps: int = RESUME_STEPS) -> list[str]:

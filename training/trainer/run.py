@@ -112,6 +112,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                                     use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device))
             trainer.add_callback(make_manifest_callback(sink.log_positions))
             trainer.add_callback(StopCallback(stop))
+            if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not
+                trainer.rollout_func.episodes_played = int(manifest.get("step", 0)) * cfg.grpo.episodes_per_step
+            episodes_before = trainer.rollout_func.episodes_played
             if stop.signum is not None:  # stopped while loading: nothing to save yet
                 raise TrainingInterrupted(stop.signum, 0, None, command or DEFAULT_RESUME_COMMAND)
             result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -128,7 +131,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                 "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
                 "resumed_from": str(checkpoint) if checkpoint else None,
                 "train_loss": float(result.training_loss), "wall_seconds": round(time.perf_counter() - start, 1),
-                "episodes": trainer.rollout_func.episodes_played,
+                "episodes": trainer.rollout_func.episodes_played - episodes_before,
                 "worker_restarts": getattr(backend, "restarts", 0),
             }
             sink.summary(summary)
