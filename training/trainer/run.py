@@ -25,6 +25,9 @@ from training.trainer.checkpoints import CHECKPOINT_PREFIX, checkpoints, resume_
 
 logger = logging.getLogger(__name__)
 FINAL_DIR = "final"
+#: The Ray session a run started (driver pid + session name), so the next start can clean up after a
+#: killed driver (``training.rollout.backends.clean_stale_session``).
+RAY_SESSION_FILE = "ray_session.json"
 #: What ``run_train`` reports as the continuing command when the caller gives none.
 DEFAULT_RESUME_COMMAND = "replicalab train --config CONFIG [the same overrides] --resume"
 
@@ -103,6 +106,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
         sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
         num_workers=cfg.rollout.num_workers, torch_threads_per_worker=cfg.rollout.torch_threads_per_worker,
         max_restarts=cfg.rollout.max_worker_restarts, ray_address=cfg.rollout.ray_address, frozen=frozen,
+        session_record=run_dir / RAY_SESSION_FILE,
     )
     start = time.perf_counter()
     try:
