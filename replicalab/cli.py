@@ -137,18 +137,25 @@ def _load_config(command: str, loader: Callable, path, overrides):
             raise UserInputError(f"config file {path} does not exist; give a YAML file (see configs/)")
         if not file.is_file():
             raise UserInputError(f"config path {path} is a directory, not a file; give a YAML file")
+        try:
+            yaml.safe_load(file.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise UserInputError(f"config file {path} is not valid YAML{_yaml_where(exc)}") from exc
+        except UnicodeDecodeError as exc:
+            raise UserInputError(f"config file {path} is not UTF-8 text; give a YAML file") from exc
+        except OSError as exc:
+            raise UserInputError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
     try:
         return loader(path, overrides)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        source = f"config file {path}" if path is not None else "an override"
-        raise UserInputError(f"{source} is not valid YAML{where}: {problem}") from exc
-    except UnicodeDecodeError as exc:
-        raise UserInputError(f"config file {path} is not UTF-8 text; give a YAML file") from exc
-    except OSError as exc:
-        raise UserInputError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:  # the file parsed above: an override's value is malformed
+        raise UserInputError(f"an override's value is not valid YAML{_yaml_where(exc)}; quote it, e.g. "
+                             "'data.templates=[cell_biology]'") from exc
+
+
+def _yaml_where(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{where}: {getattr(exc, 'problem', None) or type(exc).__name__}"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
