@@ -70,23 +70,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def session_processes(session_name: str) -> list[int]:
-    """Pids of this machine's processes whose command line names the Ray session ``session_name``
-    (GCS, raylet, agents, workers), this process excluded."""
+def session_processes(session_name: str, raylet_pid: Optional[int] = None) -> list[int]:
+    """Pids of this machine's processes of the Ray session ``session_name`` (this process excluded):
+    those whose command line names it (GCS, raylet, monitors) and, given ``raylet_pid``, the ``ray::``
+    processes started by that raylet (agents, workers: their command line is rewritten, their
+    environment keeps ``RAY_RAYLET_PID``)."""
+    marker = f"RAY_RAYLET_PID={raylet_pid}\0".encode() if raylet_pid else None
     pids = []
     for entry in Path("/proc").glob("[0-9]*"):
+        if int(entry.name) == os.getpid():
+            continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            if session_name.encode() in cmdline:
+                pids.append(int(entry.name))
+            elif marker and cmdline.startswith(b"ray::") and marker in (entry / "environ").read_bytes() + b"\0":
+                pids.append(int(entry.name))
         except OSError:
             continue
-        if session_name.encode() in cmdline and int(entry.name) != os.getpid():
-            pids.append(int(entry.name))
     return pids
 
 
-def kill_session_processes(session_name: str) -> list[int]:
-    """SIGKILL every process of the Ray session ``session_name``; return their pids."""
-    pids = session_processes(session_name)
+def kill_session_processes(session_name: str, raylet_pid: Optional[int] = None) -> list[int]:
+    """SIGKILL every process of the Ray session (``session_processes``); return their pids."""
+    pids = session_processes(session_name, raylet_pid)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -101,13 +108,14 @@ def clean_stale_session(record: Path) -> list[int]:
     try:
         info = json.loads(Path(record).read_text())
         driver, session = int(info["driver_pid"]), str(info["session_name"])
+        raylet = int(info["raylet_pid"]) if info.get("raylet_pid") else None
     except (OSError, ValueError, KeyError, TypeError):
         return []
     if driver != os.getpid() and _alive(driver):
         logger.warning("Ray session %s recorded in %s still has its driver (pid %d) running; leaving it",
                        session, record, driver)
         return []
-    killed = kill_session_processes(session)
+    killed = kill_session_processes(session, raylet)
     if killed:
         logger.warning("killed %d leftover processes of Ray session %s (its driver, pid %d, is gone)",
                        len(killed), session, driver)
@@ -234,6 +242,7 @@ class RayBackend:
             raise ValueError("num_workers must be >= 1")
         self._owns_ray = not ray.is_initialized()
         self._session_name: Optional[str] = None
+        self._raylet_pid: Optional[int] = None
         self._session_record = Path(session_record) if session_record is not None else None
         if self._owns_ray:
             for key, value in RAY_ENV.items():
@@ -242,10 +251,11 @@ class RayBackend:
                 clean_stale_session(self._session_record)
             ray.init(address=ray_address, include_dashboard=False, logging_level=logging.WARNING)
             if ray_address is None:  # a local session this process started (and must not outlive it)
-                self._session_name = _session_name()
+                self._session_name, self._raylet_pid = _session_ids()
                 if self._session_record is not None and self._session_name:
                     self._session_record.write_text(json.dumps(
-                        {"driver_pid": os.getpid(), "session_name": self._session_name}) + "\n")
+                        {"driver_pid": os.getpid(), "session_name": self._session_name,
+                         "raylet_pid": self._raylet_pid}) + "\n")
         if num_gpus_per_worker is None:
             gpus = 0.0 if device == "cpu" else float(ray.cluster_resources().get("GPU", 0.0))
             num_gpus_per_worker = min(1.0, gpus / num_workers)
@@ -416,7 +426,7 @@ class RayBackend:
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
         if self._session_name:  # what ray.shutdown left of the session this backend started
-            left = kill_session_processes(self._session_name)
+            left = kill_session_processes(self._session_name, self._raylet_pid)
             if left:
                 logger.info("killed %d Ray processes left after shutdown", len(left))
             if self._session_record is not None:
@@ -424,14 +434,17 @@ class RayBackend:
             self._session_name = None
 
 
-def _session_name() -> Optional[str]:
-    """The name of the local Ray session this process started (None if unknown)."""
+def _session_ids() -> tuple[Optional[str], Optional[int]]:
+    """The name of the local Ray session this process started and its raylet's pid (None if unknown)."""
     try:
+        from ray._private import ray_constants
         from ray._private import worker as ray_worker
 
-        return getattr(ray_worker._global_node, "session_name", None)
+        node = ray_worker._global_node
+        raylets = node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET) or []
+        return node.session_name, (raylets[0].process.pid if raylets else None)
     except Exception:  # a private API: without it there is simply no cleanup record
-        return None
+        return None, None
 
 
 def _worker_failures() -> tuple[type[BaseException], ...]:
