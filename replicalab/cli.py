@@ -351,7 +351,7 @@ def format_validation_error(exc) -> str:
         got = err.get("input")
         shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
         parts.append(f"{where}: {err.get('msg', 'invalid')}{shown}")
-    return "invalid config: " + "; ".join(parts)
+    return "bad config: " + "; ".join(parts)
 
 
 def _one_line(text: str) -> str:

@@ -178,4 +178,4 @@ def test_run_logger_resume_cuts_logs_and_continues_the_wandb_run(tmp_path: Path,
     steps = [json.loads(line)["step"] for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert steps == [0, 1, 2, 3]
     runs = sorted(p.name for p in (tmp_path / "r" / "wandb").glob("offline-run-*"))
-    assert len(runs) == 2 and all(name.endswith(first_id) for name in runs)
+    assert len(runs) == 2 and all(name.split("-")[3] == first_id for name in runs)  # same run, resumed
