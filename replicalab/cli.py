@@ -206,6 +206,9 @@ def _check_eval_inputs(cfg) -> None:
     out = Path(cfg.out).expanduser()
     if out.exists() and not out.is_dir():
         raise UserInputError(f"out={cfg.out} is a file; give a directory for the report")
+    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file():
+        raise UserInputError(f"out={cfg.out} is a non-empty directory that holds no earlier report (report.json); "
+                             "refusing to write into it: give a new or empty directory")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -88,6 +88,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("eval-config-directory", ["eval", "--config", "{tmp}"], "is a directory"),
     ("eval-config-malformed", ["eval", "--config", "{tmp}/bad.yaml"], "not valid YAML"),
     ("eval-unknown-key", ["eval", "nope=1"], "unknown key 'nope'"),
+    ("eval-out-user-dir", ["eval", "--agent", "scripted:naive", "--out", "{tmp}/userdir"], "refusing to write"),
     ("eval-out-is-file", ["eval", "--agent", "model:default", "--out", "{tmp}/afile"], "is a file"),
     # sweep
     ("sweep-no-config", ["sweep"], "arguments are required: config"),
