@@ -199,8 +199,8 @@ def _check_eval_inputs(cfg) -> None:
     from training.errors import UserInputError
     from training.model.default import check_model_path
 
-    for spec in cfg.agents:
-        seat = parse_seat("scientist", spec)
+    for role, spec in [*(("scientist", a) for a in cfg.agents), ("lab_manager", cfg.lab_manager)]:
+        seat = parse_seat(role, spec)
         if seat.kind == MODEL:
             check_model_path(seat.arg)
     out = Path(cfg.out).expanduser()
@@ -215,6 +215,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from training.config.sweep import load_sweep_config
 
     cfg = _load_config("sweep", load_sweep_config, args.config, args.overrides)
+    from training.config.train import load_train_config
+    from training.trainer.run import check_models
+
+    check_models(load_train_config(cfg.base, cfg.overrides))  # before any trial starts
     from training.sweep import print_sweep, run_sweep
 
     print_sweep(run_sweep(cfg))
@@ -418,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix}: {_error_line(exc)}", file=sys.stderr)
         if isinstance(getattr(exc, "exit_code", None), int):  # a run stopped by a signal (TrainingInterrupted)
             return exc.exit_code
-        usage = isinstance(exc, (UsageError, UserInputError)) or type(exc).__name__ == "ValidationError"
+        usage = (isinstance(exc, (UsageError, UserInputError)) or type(exc).__name__ == "ValidationError"
+                 or (isinstance(exc, OSError) and exc.filename is not None))  # a path the user gave
         return EXIT_USAGE if usage else EXIT_FAILURE
 
 

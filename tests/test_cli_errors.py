@@ -80,6 +80,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("eval-agent-model-missing", ["eval", "--agent", "model:{tmp}/nope"], "does not exist"),
     ("eval-agent-not-a-model", ["eval", "--agent", "model:{tmp}/userdir"], "no config.json"),
     ("eval-agent-no-tokenizer", ["eval", "--agent", "model:{tmp}/config_only"], "no tokenizer"),
+    ("eval-lab-manager-model-missing", ["eval", "--agent", "scripted:naive", "lab_manager=model:{tmp}/nope"],
+     "does not exist"),
     ("eval-episodes-zero", ["eval", "--episodes", "0"], "must be at least 1"),
     ("eval-episodes-text", ["eval", "--episodes", "few"], "must be an integer"),
     ("eval-split", ["eval", "--split", "test"], "invalid choice: 'test'"),
@@ -96,6 +98,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("sweep-config-directory", ["sweep", "{tmp}"], "is a directory"),
     ("sweep-config-malformed", ["sweep", "{tmp}/bad.yaml"], "not valid YAML"),
     ("sweep-unknown-key", ["sweep", SWEEP_CFG, "nope=1"], "unknown key 'nope'"),
+    ("sweep-model-missing", ["sweep", SWEEP_CFG, f"base={TRAIN_CFG}", "overrides=[model={tmp}/nope]"],
+     "does not exist"),
+    ("sweep-base-missing", ["sweep", SWEEP_CFG, "base={tmp}/nope.yaml"], "nope.yaml"),
     # bench
     ("bench-unknown", ["bench", "fly"], "invalid choice: 'fly'"),
     ("bench-no-name", ["bench"], "required"),
