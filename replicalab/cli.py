@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -30,7 +31,10 @@ def _seed(text: str) -> int:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -60,11 +64,24 @@ def _agent(role: str, spec: str, seed: int, template: str, difficulty: str, chat
     return scripted_scientist(seat.arg, seed, template, difficulty) if role == "scientist" else None
 
 
+def _check_seat_models(*specs: str) -> None:
+    """Each ``model:DIR`` seat names a usable model (before any model loads); others pass."""
+    from replicalab.seats import MODEL_PREFIX
+
+    models = [spec[len(MODEL_PREFIX):] for spec in specs if spec.startswith(MODEL_PREFIX)]
+    if models:
+        from training.model.default import check_model_path
+
+        for name in models:
+            check_model_path(name)
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     from replicalab.env import ReplicaLabEnv
     from replicalab.episode import run_episode
     from replicalab.transcript import format_episode
 
+    _check_seat_models(args.scientist, args.lab_manager)
     scientist = _agent("scientist", args.scientist, args.seed, args.template, args.difficulty, args.chat_template)
     lab_manager = _agent("lab_manager", args.lab_manager, args.seed, args.template, args.difficulty,
                          args.chat_template)
@@ -85,9 +102,9 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
         eval_seeds = list(split_seeds("validation", args.eval_seeds))
     except ValueError as exc:
         raise SystemExit(f"replicalab build-default-model: --eval-seeds {args.eval_seeds}: {exc}") from None
-    from training.model.default import (
-        build_default_model,  # imports torch: only once the config is valid
-    )
+    from training.model.default import build_default_model, check_build_target
+
+    check_build_target(Path(args.out).expanduser().resolve())  # before the minutes of the build
 
     out = build_default_model(args.out, cfg, progress=True)
     print(f"default model written to {out}")
@@ -105,11 +122,37 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
 
 
 def _load_config(command: str, loader: Callable, path, overrides):
-    """A config from YAML + overrides, or exit with a one-line error naming what is wrong."""
+    """A config from YAML + overrides; a config file that is missing, not a file or not YAML raises
+    ``UserInputError`` naming it (pydantic's ``ValidationError`` is formatted by ``main``)."""
+    import yaml
+
+    from training.errors import UserInputError
+
+    if path is not None:
+        file = Path(path).expanduser()
+        if not file.exists():
+            raise UserInputError(f"config file {path} does not exist; give a YAML file (see configs/)")
+        if not file.is_file():
+            raise UserInputError(f"config path {path} is a directory, not a file; give a YAML file")
+        try:
+            yaml.safe_load(file.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise UserInputError(f"config file {path} is not valid YAML{_yaml_where(exc)}") from exc
+        except UnicodeDecodeError as exc:
+            raise UserInputError(f"config file {path} is not UTF-8 text; give a YAML file") from exc
+        except OSError as exc:
+            raise UserInputError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
     try:
         return loader(path, overrides)
-    except ValueError as exc:  # ConfigError and pydantic's ValidationError are ValueErrors
-        raise SystemExit(f"replicalab {command}: bad config: {exc}") from None
+    except yaml.YAMLError as exc:  # the file parsed above: an override's value is malformed
+        raise UserInputError(f"an override's value is not valid YAML{_yaml_where(exc)}; quote it, e.g. "
+                             "'data.templates=[cell_biology]'") from exc
+
+
+def _yaml_where(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{where}: {getattr(exc, 'problem', None) or type(exc).__name__}"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -118,8 +161,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = _load_config("train", load_train_config, args.config, args.overrides)
     from training.trainer.run import print_summary, run_train
 
-    print_summary(run_train(cfg, resume=args.resume))
+    print_summary(run_train(cfg, resume=args.resume, command=_resume_command(args)))
     return 0
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues this training run: the same config and overrides, plus --resume."""
+    import shlex
+
+    words = ["replicalab", "train", "--config", args.config, *args.overrides, "--resume"]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -132,6 +183,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             overrides.append(f"{key}={getattr(args, key)}")
     cfg = _load_config("eval", load_eval_config, args.config, overrides)
+    _check_eval_inputs(cfg)
     from training.eval.run import run_eval
 
     run_eval(cfg)
@@ -139,16 +191,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_eval_inputs(cfg) -> None:
+    """Every ``model:`` agent is a usable model and ``out`` is a directory, before anything loads."""
+    from training.errors import UserInputError
+    from training.model.default import check_model_path
+
+    for role, spec in [*(("scientist", a) for a in cfg.agents), ("lab_manager", cfg.lab_manager)]:
+        seat = parse_seat(role, spec)
+        if seat.kind == MODEL:
+            check_model_path(seat.arg)
+    out = Path(cfg.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise UserInputError(f"out={cfg.out} is a file; give a directory for the report")
+    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file():
+        raise UserInputError(f"out={cfg.out} is a non-empty directory that holds no earlier report (report.json); "
+                             "refusing to write into it: give a new or empty directory")
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from training.config.sweep import load_sweep_config
 
     cfg = _load_config("sweep", load_sweep_config, args.config, args.overrides)
+    from training.config.train import load_train_config
+    from training.trainer.run import check_models
+
+    check_models(load_train_config(cfg.base, cfg.overrides))  # before any trial starts
     from training.sweep import print_sweep, run_sweep
 
     print_sweep(run_sweep(cfg))
     return 0
 
 
+#: Every subcommand.
+COMMANDS = ("train", "eval", "sweep", "play", "bench", "build-default-model")
 #: The config each command reads (``module:Class``), printed by its ``--help-config``.
 COMMAND_CONFIGS = {
     "train": "training.config.train:TrainConfig",
@@ -180,8 +255,22 @@ def _add_help_config(parser: argparse.ArgumentParser) -> None:
                         help="list every config field (key, type, default, description) and exit")
 
 
+class UsageError(Exception):
+    """A command line argparse rejects (unknown option, bad value, missing argument)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are raised (``main`` prints them as one line), not printed
+    with the usage block; subparsers inherit it."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replicalab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="replicalab", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error (also REPLICALAB_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     play = sub.add_parser("play", help="play one episode and print the transcript and score breakdown")
@@ -256,10 +345,87 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(logging.INFO)
 
 
+#: Environment variable that, set to a non-empty value other than 0, shows tracebacks like ``--debug``.
+DEBUG_ENV = "REPLICALAB_DEBUG"
+#: Exit statuses: bad input (usage, config, paths), an unexpected failure, Ctrl-C (128 + SIGINT).
+EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
+
+
+def format_validation_error(exc) -> str:
+    """A pydantic ``ValidationError`` as one line: ``dotted.field: message (got VALUE)`` per error."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "config"
+        got = err.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}{shown}")
+    return "bad config: " + "; ".join(parts)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; ``KEY=VALUE`` overrides are accepted anywhere after the subcommand (argparse
+    leaves those that follow an option such as ``--resume`` unparsed)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "overrides"):
+            stray = [a for a in extra if a.startswith("-") or "=" not in a]
+            args.overrides = [*args.overrides, *(a for a in extra if a not in stray)]
+            extra = stray
+        if extra:
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see replicalab {args.command} --help)")
+    return args
+
+
+def _error_line(exc: BaseException) -> str:
+    """The one line ``main`` prints for ``exc``."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return format_validation_error(exc)
+    from training.errors import UserInputError
+
+    if isinstance(exc, (UsageError, UserInputError)) or isinstance(getattr(exc, "exit_code", None), int):
+        return _one_line(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return _one_line(f"{exc.strerror or exc}: {exc.filename}")
+    return _one_line(f"{type(exc).__name__}: {exc}") + " (an unexpected failure; --debug shows the traceback)"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand.  Bad input of any kind (arguments, config files and values, model and output
+    paths) exits ``EXIT_USAGE`` with ONE line on stderr (``replicalab <command>: <problem>``); another
+    failure exits ``EXIT_FAILURE`` with one line; Ctrl-C exits ``EXIT_INTERRUPTED``.  ``--debug`` (anywhere)
+    or ``REPLICALAB_DEBUG=1`` shows the traceback instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     configure_logging()
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        args = _parse(build_parser(), argv)
+        command = args.command
+        return args.func(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"replicalab {command or ''}: interrupted".replace("  ", " "), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 -- the one place that turns any failure into one line
+        if debug:
+            raise
+        from training.errors import UserInputError
+
+        prefix = f"replicalab {command}" if command in COMMANDS else "replicalab"
+        print(f"{prefix}: {_error_line(exc)}", file=sys.stderr)
+        if isinstance(getattr(exc, "exit_code", None), int):  # a run stopped by a signal (TrainingInterrupted)
+            return exc.exit_code
+        usage = (isinstance(exc, (UsageError, UserInputError)) or type(exc).__name__ == "ValidationError"
+                 or (isinstance(exc, OSError) and exc.filename is not None))  # a path the user gave
+        return EXIT_USAGE if usage else EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ files live in ``<run_dir>/wandb/``.  Workers never log; they return records to t
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -21,8 +23,11 @@ from training.config.train import TrainConfig
 METRICS_FILE = "metrics.jsonl"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
+#: File in the run directory holding the W&B run id, so a resumed run continues the same W&B run.
+WANDB_ID_FILE = "wandb_run_id"
 #: W&B key of the per-step transcript table.
 TRANSCRIPT_TABLE_KEY = "transcripts"
+logger = logging.getLogger(__name__)
 TRANSCRIPT_COLUMNS = ["step", "episode_id", "role", "template", "difficulty", "reward", "verdict", "transcript"]
 
 
@@ -44,10 +49,36 @@ def _spread(n: int, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
 
 
-def _append_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+def _append_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Append ``rows``; return how many lines were written."""
+    n = 0
     with path.open("a", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row) + "\n")
+            n += 1
+    return n
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with path.open("rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def truncate_jsonl(path: Path, keep: int) -> int:
+    """Keep the first ``keep`` complete lines of ``path`` (a half-written last line goes too), rewritten
+    atomically; return how many lines were dropped."""
+    if not path.exists():
+        return 0
+    lines = path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines[:keep] if line.endswith(b"\n")]
+    if len(kept) == len(lines):
+        return 0
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(b"".join(kept))
+    os.replace(tmp, path)
+    return len(lines) - len(kept)
 
 
 class RunLogger:
@@ -59,9 +90,14 @@ class RunLogger:
     (``cfg.wandb``; offline by default, ``dir=run_dir``, the resolved config as ``config``).  wandb is
     imported only when the mode is not ``disabled``.  ``finish`` is idempotent; the logger is a
     context manager.  Any config with ``run_name`` and a ``wandb`` section works as ``cfg``.
+
+    ``resume`` (lines per log file, as ``log_positions()`` returned when a checkpoint was saved) continues
+    an earlier run: ``metrics.jsonl`` and ``episodes.jsonl`` are cut back to those lines (rows written
+    after the checkpoint are dropped, so each step appears once) and the W&B run whose id is stored in
+    ``wandb_run_id`` is resumed (``resume="allow"``) rather than forked.
     """
 
-    def __init__(self, run_dir: str | Path, cfg: TrainConfig) -> None:
+    def __init__(self, run_dir: str | Path, cfg: TrainConfig, *, resume: Optional[Mapping[str, int]] = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.cfg = cfg
@@ -73,17 +109,35 @@ class RunLogger:
         self._finished = False
         self._wandb: Any = None
         self.run: Any = None  # the wandb Run, or None when disabled / finished
+        if resume is not None:
+            for path in (self.metrics_path, self.episodes_path):
+                dropped = truncate_jsonl(path, int(resume.get(path.name, 0)))
+                if dropped:
+                    logger.info("resume: dropped %d rows of %s written after the checkpoint", dropped, path.name)
+        self._lines = {p.name: _count_lines(p) for p in (self.metrics_path, self.episodes_path)}
         if cfg.wandb.mode != "disabled":
             import wandb
 
             self._wandb = wandb
             w = cfg.wandb
+            id_file = self.run_dir / WANDB_ID_FILE
+            run_id = id_file.read_text().strip() if resume is not None and id_file.exists() else None
+            if run_id is None:
+                from wandb.sdk.lib.runid import generate_id
+
+                run_id = generate_id()
+                id_file.write_text(run_id + "\n")
             self.run = wandb.init(
                 mode=w.mode, project=w.project, entity=w.entity, group=w.group, tags=list(w.tags) or None,
                 name=cfg.run_name, dir=str(self.run_dir), config=cfg.model_dump(mode="json"),
+                id=run_id, resume="allow" if resume is not None else None,
                 reinit="create_new",  # each RunLogger owns its run; never hands back an older one
                 settings=wandb.Settings(console="off", x_disable_stats=True),
             )
+
+    def log_positions(self) -> dict[str, int]:
+        """Lines written so far to each JSONL log (stored in a checkpoint's manifest for ``resume``)."""
+        return dict(self._lines)
 
     def _check_open(self) -> None:
         if self._finished:
@@ -92,7 +146,7 @@ class RunLogger:
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Record scalar ``metrics`` at ``step`` (JSONL line + W&B history)."""
         self._check_open()
-        _append_jsonl(self.metrics_path, [{"step": step, **metrics}])
+        self._lines[self.metrics_path.name] += _append_jsonl(self.metrics_path, [{"step": step, **metrics}])
         if self.run is not None:
             self.run.log(dict(metrics), step=step)
 
@@ -104,7 +158,7 @@ class RunLogger:
         if roles is not None and len(roles) != len(logs):
             raise ValueError(f"got {len(roles)} roles for {len(logs)} logs")
         role_of = list(roles) if roles is not None else [""] * len(logs)
-        _append_jsonl(self.episodes_path, (
+        self._lines[self.episodes_path.name] += _append_jsonl(self.episodes_path, (
             {"step": step, "role": role, "log": log.model_dump(mode="json")} for log, role in zip(logs, role_of)))
         if self.run is None:
             return

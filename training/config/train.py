@@ -256,7 +256,7 @@ class TrainConfig(BaseModel):
         "Name of the run: its directory under output_dir and its W&B run name (a plain directory name)."))
     output_dir: str = Field(default="runs", description=(
         "Parent directory of run directories; the run writes output_dir/run_name."))
-    seed: int = Field(default=0, description=(
+    seed: int = Field(default=0, ge=0, description=(
         "Seeds the training rows (which seeds, in which order), TRL's shuffling and every step's sampling."))
     model: str = Field(default=DEFAULT_MODEL, description=(
         "Starting weights: a local checkpoint directory, a Hugging Face id, or 'default' (the embedded "

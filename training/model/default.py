@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-import torch
-from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+from typing import TYPE_CHECKING
 
 from replicalab.seats import DEFAULT_MODEL
 from training.config.model import (
@@ -26,9 +26,11 @@ from training.config.model import (
     DEFAULT_MODEL_ENV,
     DefaultModelConfig,
 )
+from training.errors import UserInputError
 from training.model.card import BUILD_INFO_FILE, model_card
-from training.model.sft import run_sft, tokenize_example
-from training.model.tokenizer import save_and_verify, train_tokenizer
+
+if TYPE_CHECKING:  # torch and transformers load only when a model is built (check_model_path stays cheap)
+    from transformers import Qwen2ForCausalLM
 
 logger = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,8 +61,68 @@ def resolve_model(name: str) -> str:
     return str(local) if local.exists() else name
 
 
-def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: int) -> Qwen2ForCausalLM:
+#: Files of which a model directory must hold at least one to have a tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+#: A Hugging Face repo id: ``name`` or ``owner/name`` of letters, digits, ``-``, ``_`` and ``.``.
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def _looks_local(name: str) -> bool:
+    """A path rather than a hub id: absolute, ``.``/``~``-relative, deeper than ``owner/name``, or
+    anything that is not a valid repo id."""
+    return name.startswith(("/", ".", "~")) or os.sep in name.strip("/").split("/", 1)[-1] \
+        or not HUB_ID.match(name)
+
+
+def check_model_path(name: str) -> str:
+    """Check ``name`` (a ``model`` config value or the DIR of ``model:DIR``) before anything is started
+    or written, and return where it loads from (as ``resolve_model`` would, without building anything).
+
+    ``default`` is the embedded default model (its directory; built on first use by ``resolve_model``).
+    A local path must be a directory holding ``config.json`` and a tokenizer; a hub id (``owner/name``)
+    must be in the local Hugging Face cache when ``HF_HUB_OFFLINE`` is set.  Anything else raises
+    ``UserInputError`` with one line naming the problem and what would be valid.
+    """
+    if name == DEFAULT_MODEL:
+        return str(default_model_dir())
+    local = Path(name).expanduser()
+    valid = f"a model directory (config.json + tokenizer), a Hugging Face id or '{DEFAULT_MODEL}'"
+    if local.exists() or _looks_local(name):
+        if not local.exists():
+            raise UserInputError(f"model path {name} does not exist; expected {valid}")
+        if not local.is_dir():
+            raise UserInputError(f"model path {name} is a file, not a directory; expected {valid}")
+        if not (local / "config.json").is_file():
+            raise UserInputError(f"{name} is not a model directory (no config.json); expected {valid}")
+        if not any((local / f).is_file() for f in TOKENIZER_FILES):
+            raise UserInputError(f"{name} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                                 f"expected {valid}")
+        return str(local)
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+            raise UserInputError(f"model {name!r} is not a local directory and not in the Hugging Face cache "
+                                 f"(HF_HUB_OFFLINE is set); expected {valid}")
+    return name
+
+
+def check_build_target(out: Path) -> None:
+    """Refuse to build into ``out`` when it is a file, or a non-empty directory that is not a previous
+    default-model build (no ``build_info.json``): the build replaces ``out`` and must never delete
+    files it did not write."""
+    if out.is_file() or (out.exists() and not out.is_dir()):
+        raise UserInputError(f"--out {out} is a file; give a new directory or a previous default-model build")
+    if out.is_dir() and any(out.iterdir()) and not (out / BUILD_INFO_FILE).is_file():
+        raise UserInputError(f"--out {out} is a non-empty directory that is not a default-model build "
+                             f"(no {BUILD_INFO_FILE}); refusing to replace it: give a new or empty directory")
+
+
+def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: int) -> "Qwen2ForCausalLM":
     """A freshly initialised Qwen2 causal LM with the configured architecture."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
     arch = cfg.architecture
     config = Qwen2Config(
         vocab_size=vocab_size,
@@ -97,13 +159,18 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     The build writes into a sibling scratch directory and renames it at the end, so an interrupted
     build never leaves a half-written checkpoint behind.
     """
+    import torch
+
+    from training.model.sft import run_sft, tokenize_example
     from training.model.sft_data import (  # needs the game package
         collect_transcripts,
         example_texts,
     )
+    from training.model.tokenizer import save_and_verify, train_tokenizer
 
     cfg = cfg or DefaultModelConfig()
     out = Path(out_dir).expanduser().resolve()
+    check_build_target(out)
     started, cpu_started = time.perf_counter(), time.process_time()
     torch.set_num_threads(cfg.torch_threads)
     _say(progress, f"recording scripted transcripts on {cfg.n_train_seeds} train seeds")

@@ -16,16 +16,26 @@ put into the object store once per version and every worker loads them.  ``colle
 into contiguous shards (one per worker, GRPO groups kept whole when that costs little balance), runs
 them concurrently and gathers the records by ``job_id``.
 
-Fault contract: a worker that dies during ``collect`` is replaced by a fresh actor (loaded with the
-current weights and version) and its whole shard is re-run; ``restarts`` counts replacements.  After
-``max_restarts`` replacements within one ``collect`` it raises ``RuntimeError``.  Either way every job
-appears exactly once in the output (asserted), and every record carries the current weights version.
+Fault contract: a worker that dies at any moment -- while collecting, idle between calls, or while
+loading weights -- is replaced by a fresh actor (loaded with the current weights and version) when the
+next call reaches it, and its whole unfinished shard is re-run; the log names the worker (and its pid)
+and the episodes re-run; ``restarts`` counts replacements.  After ``max_restarts`` replacements within
+one call it raises ``WorkerFailure`` (one line).  Either way every job appears exactly once in the
+output (asserted), and every record carries the current weights version.
+
+A Ray session the backend starts itself is shut down by ``close`` (the training driver calls it in a
+``finally``, on signals too).  ``session_record`` (a file in the run directory) records that session;
+a later backend given the same file first kills what is left of it when the driver that owned it is
+dead (a SIGKILLed driver cannot clean up after itself).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import signal
+from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 from training.config.model import SamplingConfig
@@ -44,6 +54,73 @@ GROUP_CUT_TOLERANCE = 0.25
 INPROCESS_WORKER = "inprocess"
 #: Per-shard sampling seeds are ``sampling_seed * SHARD_SEED_STRIDE + shard`` (distinct below this many shards).
 SHARD_SEED_STRIDE = 1024
+
+
+class WorkerFailure(RuntimeError):
+    """Rollout workers kept dying: more than ``max_restarts`` replacements within one call."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def session_processes(session_name: str, raylet_pid: Optional[int] = None) -> list[int]:
+    """Pids of this machine's processes of the Ray session ``session_name`` (this process excluded):
+    those whose command line names it (GCS, raylet, monitors) and, given ``raylet_pid``, the ``ray::``
+    processes started by that raylet (agents, workers: their command line is rewritten, their
+    environment keeps ``RAY_RAYLET_PID``)."""
+    marker = f"RAY_RAYLET_PID={raylet_pid}\0".encode() if raylet_pid else None
+    pids = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        if int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if session_name.encode() in cmdline:
+                pids.append(int(entry.name))
+            elif marker and cmdline.startswith(b"ray::") and marker in (entry / "environ").read_bytes() + b"\0":
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def kill_session_processes(session_name: str, raylet_pid: Optional[int] = None) -> list[int]:
+    """SIGKILL every process of the Ray session (``session_processes``); return their pids."""
+    pids = session_processes(session_name, raylet_pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return pids
+
+
+def clean_stale_session(record: Path) -> list[int]:
+    """If ``record`` names a Ray session whose driver is dead, kill what is left of it and remove the
+    record; return the pids killed (empty when there was nothing stale)."""
+    try:
+        info = json.loads(Path(record).read_text())
+        driver, session = int(info["driver_pid"]), str(info["session_name"])
+        raylet = int(info["raylet_pid"]) if info.get("raylet_pid") else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if driver != os.getpid() and _alive(driver):
+        logger.warning("Ray session %s recorded in %s still has its driver (pid %d) running; leaving it",
+                       session, record, driver)
+        return []
+    killed = kill_session_processes(session, raylet)
+    if killed:
+        logger.warning("killed %d leftover processes of Ray session %s (its driver, pid %d, is gone)",
+                       len(killed), session, driver)
+    Path(record).unlink(missing_ok=True)
+    return killed
 
 
 def shard_sampling(sampling: SamplingConfig, sampling_seed: Optional[int], shard: int) -> SamplingConfig:
@@ -159,16 +236,28 @@ class RayBackend:
                  sampling: SamplingConfig, max_rounds: int = 6, torch_threads_per_worker: int = 1,
                  max_restarts: int = 3, ray_address: Optional[str] = None, device: str = "cpu",
                  num_gpus_per_worker: Optional[float] = None,
-                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None) -> None:
+                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None,
+                 session_record: Optional[Path] = None) -> None:
         import ray
 
         if num_workers < 1:
             raise ValueError("num_workers must be >= 1")
         self._owns_ray = not ray.is_initialized()
+        self._session_name: Optional[str] = None
+        self._raylet_pid: Optional[int] = None
+        self._session_record = Path(session_record) if session_record is not None else None
         if self._owns_ray:
             for key, value in RAY_ENV.items():
                 os.environ.setdefault(key, value)
+            if self._session_record is not None:
+                clean_stale_session(self._session_record)
             ray.init(address=ray_address, include_dashboard=False, logging_level=logging.WARNING)
+            if ray_address is None:  # a local session this process started (and must not outlive it)
+                self._session_name, self._raylet_pid = _session_ids()
+                if self._session_record is not None and self._session_name:
+                    self._session_record.write_text(json.dumps(
+                        {"driver_pid": os.getpid(), "session_name": self._session_name,
+                         "raylet_pid": self._raylet_pid}) + "\n")
         if num_gpus_per_worker is None:
             gpus = 0.0 if device == "cpu" else float(ray.cluster_resources().get("GPU", 0.0))
             num_gpus_per_worker = min(1.0, gpus / num_workers)
@@ -183,22 +272,28 @@ class RayBackend:
         self._state_ref: Any = None  # the current weights in the object store (for replacements)
         self._spawned = 0
         self.workers: list[Any] = []
+        self.names: list[str] = []  # each slot's worker name (ray-K, K counting every worker started)
+        self.pids: list[Optional[int]] = []  # each slot's OS process id, once it reported ready
         try:
-            self.workers = [self._spawn() for _ in range(num_workers)]
-            self._wait_ready(self.workers)
+            for _ in range(num_workers):
+                worker, name = self._spawn()
+                self.workers.append(worker)
+                self.names.append(name)
+            self.pids = [info["pid"] for info in self._wait_ready(self.workers)]
         except BaseException:
             self.close()
             raise
 
     # -- workers ---------------------------------------------------------------------------------
-    def _spawn(self) -> Any:
+    def _spawn(self) -> tuple[Any, str]:
         from training.rollout.worker import make_worker
 
         self._spawned += 1
-        worker = make_worker(name=f"ray-{self._spawned - 1}", **self._spec)
+        name = f"ray-{self._spawned - 1}"
+        worker = make_worker(name=name, **self._spec)
         if self._state_ref is not None:
             worker.set_weights.remote(self._state_ref, self.version)  # queued before any collect
-        return worker
+        return worker, name
 
     def _wait_ready(self, workers: Sequence[Any]) -> list[dict[str, Any]]:
         import ray
@@ -210,28 +305,67 @@ class RayBackend:
                                f"(too few free CPUs/GPUs in the Ray cluster for {len(refs)} workers?)")
         return ray.get(refs)
 
-    def _replace(self, slot: int, error: BaseException) -> None:
+    def _replace(self, slot: int, error: BaseException, during: str) -> None:
+        """Replace the dead worker of ``slot`` by a fresh one (its weights load queued first)."""
         import ray
 
         self.restarts += 1
-        logger.warning("rollout worker %d died (%s); replacing it (restart %d)", slot,
+        logger.warning("rollout worker %s (slot %d, pid %s) died %s (%s); starting a replacement "
+                       "(restart %d in all)", self.names[slot], slot, self.pids[slot], during,
                        type(error).__name__, self.restarts)
         try:
             ray.kill(self.workers[slot], no_restart=True)
         except Exception:  # already gone
             pass
-        self.workers[slot] = self._spawn()
+        self.workers[slot], self.names[slot] = self._spawn()
+        self.pids[slot] = None
+        self._note_pid(slot)
+
+    def _note_pid(self, slot: int) -> None:
+        """Ask the slot's worker for its pid without waiting (logged when a later fault names it)."""
+        worker = self.workers[slot]
+        ref = worker.ready.remote()
+
+        def remember(result: Any, slot: int = slot, worker: Any = worker) -> None:
+            if self.workers and self.workers[slot] is worker and isinstance(result, dict):
+                self.pids[slot] = result.get("pid")
+
+        try:
+            ref._on_completed(remember)
+        except Exception:  # an older Ray without completion callbacks: the pid stays unknown
+            pass
+
+    def _give_up(self, failures: int, error: BaseException, during: str) -> WorkerFailure:
+        return WorkerFailure(f"rollout gave up: {failures} worker failures {during} "
+                             f"(rollout.max_worker_restarts={self.max_restarts}); last: {type(error).__name__}: "
+                             + " ".join(str(error).split())[:300])
 
     # -- interface -------------------------------------------------------------------------------
     def set_weights(self, state: Mapping[str, Any], version: int) -> None:
-        """Put ``state`` (numpy arrays) into the object store once; every worker loads it."""
+        """Put ``state`` (numpy arrays) into the object store once; every worker loads it.  A worker
+        found dead (idle since the last call, or dying while it loads) is replaced; its replacement
+        loads these weights before anything else."""
         import ray
 
         self._state_ref = ray.put(dict(state))
         self.version = version
-        versions = ray.get([w.set_weights.remote(self._state_ref, version) for w in self.workers])
-        if any(v != version for v in versions):
-            raise RuntimeError(f"workers report weights versions {versions}, expected {version}")
+        pending = {w.set_weights.remote(self._state_ref, version): slot for slot, w in enumerate(self.workers)}
+        failures = 0
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            slot = pending.pop(ref)
+            try:
+                got = ray.get(ref)
+            except _worker_failures() as error:
+                failures += 1
+                during = f"while loading weights version {version}"
+                self._replace(slot, error, during)
+                if failures > self.max_restarts:
+                    raise self._give_up(failures, error, during) from error
+                pending[self.workers[slot].weights_version.remote()] = slot  # queued after its set_weights
+                continue
+            if got != version:
+                raise RuntimeError(f"worker {self.names[slot]} reports weights version {got}, expected {version}")
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs`` on the pool; one record per job, in job order, each job exactly once."""
@@ -243,19 +377,20 @@ class RayBackend:
         pending = {self.workers[slot].collect.remote(shard, samplings[slot]): slot
                    for slot, shard in enumerate(shards)}
         records: dict[int, RolloutRecord] = {}
-        restarts = 0
+        failures = 0
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)
             slot = pending.pop(ref)
             try:
                 shard_records = ray.get(ref)
             except _worker_failures() as error:
-                restarts += 1
-                if restarts > self.max_restarts:
-                    self._replace(slot, error)  # leave the pool whole for the next collect
-                    raise RuntimeError(f"rollout gave up: {restarts} worker failures in one collect "
-                                       f"(max_restarts={self.max_restarts}); last: {error}") from error
-                self._replace(slot, error)
+                failures += 1
+                ids = [job.job_id for job in shards[slot]]
+                during = f"before returning its {len(ids)} episodes (jobs {ids[0]}..{ids[-1]})"
+                self._replace(slot, error, during)  # the pool stays whole for the next call either way
+                if failures > self.max_restarts:
+                    raise self._give_up(failures, error, "in one collect") from error
+                logger.warning("re-running %d episodes (jobs %s) on %s", len(ids), ids, self.names[slot])
                 pending[self.workers[slot].collect.remote(shards[slot], samplings[slot])] = slot
                 continue
             self._absorb(shards[slot], shard_records, records)
@@ -292,6 +427,26 @@ class RayBackend:
         self._state_ref = None
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+        if self._session_name:  # what ray.shutdown left of the session this backend started
+            left = kill_session_processes(self._session_name, self._raylet_pid)
+            if left:
+                logger.info("killed %d Ray processes left after shutdown", len(left))
+            if self._session_record is not None:
+                self._session_record.unlink(missing_ok=True)
+            self._session_name = None
+
+
+def _session_ids() -> tuple[Optional[str], Optional[int]]:
+    """The name of the local Ray session this process started and its raylet's pid (None if unknown)."""
+    try:
+        from ray._private import ray_constants
+        from ray._private import worker as ray_worker
+
+        node = ray_worker._global_node
+        raylets = node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET) or []
+        return node.session_name, (raylets[0].process.pid if raylets else None)
+    except Exception:  # a private API: without it there is simply no cleanup record
+        return None, None
 
 
 def _worker_failures() -> tuple[type[BaseException], ...]:
@@ -310,12 +465,12 @@ def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: st
                  frozen: Optional[Sequence[str]] = None, torch_threads: Optional[int] = None,
                  num_workers: int = 1, torch_threads_per_worker: int = 1, max_restarts: int = 3,
                  ray_address: Optional[str] = None, num_gpus_per_worker: Optional[float] = None,
-                 chat_template: Optional[str] = None) -> Backend:
+                 chat_template: Optional[str] = None, session_record: Optional[Path] = None) -> Backend:
     """``InProcessBackend`` for ``"inprocess"``, ``RayBackend`` for ``"ray"``.
 
     Callers may pass every option whatever the kind: ``torch_threads`` only applies in-process;
     ``num_workers``, ``torch_threads_per_worker``, ``max_restarts``, ``ray_address`` and
-    ``num_gpus_per_worker`` only to Ray.
+    ``num_gpus_per_worker`` and ``session_record`` only to Ray.
     """
     common = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
                   max_rounds=max_rounds, device=device, frozen=frozen, chat_template=chat_template)
@@ -324,5 +479,5 @@ def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: st
     if kind == "ray":
         return RayBackend(**common, num_workers=num_workers, torch_threads_per_worker=torch_threads_per_worker,
                           max_restarts=max_restarts, ray_address=ray_address,
-                          num_gpus_per_worker=num_gpus_per_worker)
+                          num_gpus_per_worker=num_gpus_per_worker, session_record=session_record)
     raise ValueError(f"unknown rollout backend {kind!r}: use 'inprocess' or 'ray'")

@@ -52,6 +52,7 @@ class RolloutWorkerImpl:
                                   chat_template=chat_template)
         self._delay_s = 0.0
         self._crash_next = False
+        self._crash_on_weights = False
 
     def ready(self) -> dict[str, Any]:
         """Who and where this worker is (blocks until construction finished)."""
@@ -62,9 +63,15 @@ class RolloutWorkerImpl:
 
     def set_weights(self, state: Mapping[str, Any], version: int) -> int:
         """Load ``state`` (numpy arrays, read-only views into the object store) and record ``version``."""
+        if self._crash_on_weights:
+            os._exit(INJECTED_CRASH_EXIT_CODE)  # dies while loading: the new weights never arrive
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not writable.*")
             self.policy.load_state(state, version)
+        return self.policy.weights_version
+
+    def weights_version(self) -> int:
+        """The version of the weights this worker holds (after every queued ``set_weights``)."""
         return self.policy.weights_version
 
     def state_numpy(self) -> dict[str, Any]:
@@ -82,10 +89,12 @@ class RolloutWorkerImpl:
             os._exit(INJECTED_CRASH_EXIT_CODE)  # the episodes were played, then lost with the process
         return records
 
-    def inject_fault(self, *, delay_s: float = 0.0, crash: bool = False) -> None:
+    def inject_fault(self, *, delay_s: float = 0.0, crash: bool = False, crash_on_weights: bool = False) -> None:
         """Test hook: sleep ``delay_s`` before every generation call; with ``crash`` the next
-        ``collect`` kills this process after playing its jobs (before returning them)."""
+        ``collect`` kills this process after playing its jobs (before returning them); with
+        ``crash_on_weights`` the next ``set_weights`` kills it before loading anything."""
         self._crash_next = crash
+        self._crash_on_weights = crash_on_weights
         if delay_s > 0 and self._delay_s == 0:
             for attr in ("generate", "generate_ids"):
                 inner = getattr(self.policy, attr, None)

@@ -3,23 +3,71 @@
 The run directory (``output_dir/run_name``) holds the resolved ``config.yaml``, ``metrics.jsonl``,
 ``episodes.jsonl``, the W&B run, ``checkpoints/checkpoint-N`` (weights, optimizer, scheduler, RNG
 states and the trainer state, which fixes the data position) and ``final/``.  ``resume=True``
-continues from the newest checkpoint; rollouts are seeded from (seed, step), so a resumed run plays
-the same episodes it would have played.
+continues from the newest complete checkpoint (``checkpoints.resume_checkpoint``: manifests verified,
+the run logs cut back to the checkpoint); rollouts are seeded from (seed, step), so a resumed run plays
+the same episodes it would have played.  Model paths and the run directory are checked before
+anything is started or written; SIGINT/SIGTERM save a checkpoint at the next step boundary
+(``interrupt``).  ``docs/faults.md`` lists the guarantees.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from training.config.loading import save_resolved
+from training.config.loading import RESOLVED_CONFIG_NAME, save_resolved
 from training.config.train import TrainConfig
-from training.trainer.checkpoints import latest_checkpoint
+from training.errors import UserInputError
+from training.trainer.checkpoints import CHECKPOINT_PREFIX, checkpoints, resume_checkpoint
 from training.trainer.export import save_final
 
+logger = logging.getLogger(__name__)
 FINAL_DIR = "final"
+#: The Ray session a run started (driver pid + session name), so the next start can clean up after a
+#: killed driver (``training.rollout.backends.clean_stale_session``).
+RAY_SESSION_FILE = "ray_session.json"
+#: What ``run_train`` reports as the continuing command when the caller gives none.
+DEFAULT_RESUME_COMMAND = "replicalab train --config CONFIG [the same overrides] --resume"
+
+
+class RunDirError(UserInputError, FileExistsError):
+    """The run directory cannot be used: a file, another program's files, or an earlier run."""
+
+
+def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
+    """Refuse a run directory that is a file (or under one), a non-empty directory this project did not
+    create (no resolved ``config.yaml``), or, without ``resume``, an earlier run's directory."""
+    run_dir = Path(cfg.run_dir).expanduser()
+    for parent in [run_dir, *run_dir.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunDirError(f"output path {parent} is a file; output_dir/run_name must be a directory "
+                                  f"(got output_dir={cfg.output_dir}, run_name={cfg.run_name})")
+            break
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return
+    if not (run_dir / RESOLVED_CONFIG_NAME).is_file():
+        raise RunDirError(f"run directory {run_dir} is not empty and was not created by replicalab train "
+                          f"(no {RESOLVED_CONFIG_NAME}); refusing to write into it: choose another run_name "
+                          "or output_dir")
+    if not resume:
+        what = "checkpoints" if checkpoints(cfg.checkpoints_dir) else "an earlier run's files"
+        raise RunDirError(f"{run_dir} already holds {what}; pass --resume to continue it or choose another "
+                          "run_name")
+
+
+def check_models(cfg: TrainConfig) -> None:
+    """The policy model and every frozen ``model:`` seat exist and hold a model and tokenizer."""
+    from replicalab.seats import MODEL_PREFIX
+    from training.model.default import check_model_path
+
+    check_model_path(cfg.model)
+    for spec in (cfg.seats.scientist, cfg.seats.lab_manager):
+        if spec.startswith(MODEL_PREFIX):
+            check_model_path(spec[len(MODEL_PREFIX):])
 
 
 def _device(cfg: TrainConfig) -> str:
@@ -32,23 +80,27 @@ def _device(cfg: TrainConfig) -> str:
     return cfg.device
 
 
-def run_train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
-    """Train per ``cfg``; return the end-of-run summary."""
+def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = None) -> dict[str, Any]:
+    """Train per ``cfg``; return the end-of-run summary.  ``command`` is the command line that continues
+    this run (printed when a signal stops it; raised as ``TrainingInterrupted``)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from training.model.validate import resolve_chat_template, validate_model, validate_seats
+
+    check_models(cfg)  # cheap existence checks first, then the full ones, all before anything is written
+    check_run_dir(cfg, resume)
+    checkpoint, manifest = resume_checkpoint(cfg.checkpoints_dir) if resume else (None, {})
+    chat_template = resolve_chat_template(cfg.chat_template)
+    model_dir = validate_model(cfg.model, chat_template=chat_template)
+    validate_seats([cfg.seats.scientist, cfg.seats.lab_manager], chat_template=chat_template)
     from training.rollout.backends import make_backend
     from training.tracking import RunLogger
+    from training.trainer.checkpoints import make_manifest_callback
     from training.trainer.grpo import build_trainer
+    from training.trainer.interrupt import StopCallback, StopOnSignal, TrainingInterrupted
 
     run_dir = cfg.run_dir
-    chat_template = resolve_chat_template(cfg.chat_template)
-    model_dir = validate_model(cfg.model, chat_template=chat_template)  # before anything is written
-    validate_seats([cfg.seats.scientist, cfg.seats.lab_manager], chat_template=chat_template)
-    checkpoint = latest_checkpoint(cfg.checkpoints_dir) if resume else None
-    if resume and checkpoint is None:
-        raise FileNotFoundError(f"--resume: no checkpoint under {cfg.checkpoints_dir}")
-    if not resume and latest_checkpoint(cfg.checkpoints_dir) is not None:
-        raise FileExistsError(f"{run_dir} already holds checkpoints; pass --resume or choose another run_name")
+    if checkpoint is not None:
+        logger.info("resuming from %s (step %d)", checkpoint, manifest.get("step", -1))
     run_dir.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, run_dir)
     device = _device(cfg)
@@ -58,26 +110,39 @@ def run_train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
         sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
         num_workers=cfg.rollout.num_workers, torch_threads_per_worker=cfg.rollout.torch_threads_per_worker,
         max_restarts=cfg.rollout.max_worker_restarts, ray_address=cfg.rollout.ray_address, frozen=frozen,
-        chat_template=chat_template,
+        chat_template=chat_template, session_record=run_dir / RAY_SESSION_FILE,
     )
     start = time.perf_counter()
     try:
-        with RunLogger(run_dir, cfg) as logger:
-            trainer = build_trainer(cfg, Path(model_dir), run_dir, backend, logger,
+        with StopOnSignal() as stop, RunLogger(run_dir, cfg, resume=manifest.get("logs", {}) if resume else None) \
+                as sink:
+            trainer = build_trainer(cfg, Path(model_dir), run_dir, backend, sink,
                                     use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device),
                                     chat_template=chat_template)
+            trainer.add_callback(make_manifest_callback(sink.log_positions))
+            trainer.add_callback(StopCallback(stop))
+            if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not
+                trainer.rollout_func.episodes_played = int(manifest.get("step", 0)) * cfg.grpo.episodes_per_step
+            episodes_before = trainer.rollout_func.episodes_played
+            if stop.signum is not None:  # stopped while loading: nothing to save yet
+                raise TrainingInterrupted(stop.signum, 0, None, command or DEFAULT_RESUME_COMMAND)
             result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            step = trainer.state.global_step
+            if stop.signum is not None and step < cfg.grpo.max_steps:
+                saved = cfg.checkpoints_dir / f"{CHECKPOINT_PREFIX}{step}"
+                raise TrainingInterrupted(stop.signum, step, str(saved) if saved.is_dir() else None,
+                                          command or DEFAULT_RESUME_COMMAND)
             final = run_dir / FINAL_DIR
             save_final(trainer, model_dir, final, chat_template=chat_template)
-            logger.log_artifact(final, name=f"{cfg.run_name}-final", type="model")
+            sink.log_artifact(final, name=f"{cfg.run_name}-final", type="model")
             summary = {
                 "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
                 "resumed_from": str(checkpoint) if checkpoint else None,
                 "train_loss": float(result.training_loss), "wall_seconds": round(time.perf_counter() - start, 1),
-                "episodes": trainer.rollout_func.episodes_played,
+                "episodes": trainer.rollout_func.episodes_played - episodes_before,
                 "worker_restarts": getattr(backend, "restarts", 0),
             }
-            logger.summary(summary)
+            sink.summary(summary)
     finally:
         backend.close()
     return summary

@@ -1,0 +1,81 @@
+"""Graceful stop of a training run on SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption).
+
+``StopOnSignal`` installs the handlers for the run: the first signal only records itself, and
+``StopCallback`` then asks the Trainer to save a checkpoint at the next step boundary and stop;
+``run_train`` raises ``TrainingInterrupted`` (with the exact ``--resume`` command), which the command
+line prints as one line and exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM).  A second signal
+raises ``KeyboardInterrupt`` at once (no checkpoint; the newest complete one stays valid).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Any, Optional
+
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+#: The signals that stop a run gracefully.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class TrainingInterrupted(Exception):
+    """The run stopped on a signal after saving ``checkpoint`` (None: stopped before the first step)."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Optional[str], command: str) -> None:
+        self.signum, self.step, self.checkpoint, self.command = signum, step, checkpoint, command
+        name = signal.Signals(signum).name
+        if checkpoint:
+            text = (f"interrupted by {name}: checkpoint saved at step {step} ({checkpoint}); "
+                    f"continue with: {command}")
+        else:
+            text = f"interrupted by {name} before the first training step; nothing saved, run the same command again"
+        super().__init__(text)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StopOnSignal:
+    """Context manager: while active, SIGINT/SIGTERM set ``signum`` (first) or raise ``KeyboardInterrupt``
+    (second).  Handlers are installed only in the main thread (elsewhere it is inert)."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: aborting without a checkpoint")
+        self.signum = signum
+        logger.warning("%s received: saving a checkpoint at the end of this step, then stopping "
+                       "(send it again to abort at once)", signal.Signals(signum).name)
+
+    def __enter__(self) -> "StopOnSignal":
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+
+class StopCallback(TrainerCallback):
+    """At a step boundary after a stop signal: save a checkpoint and end training."""
+
+    def __init__(self, stop: StopOnSignal) -> None:
+        self.stop = stop
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stop.signum is not None:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
