@@ -97,11 +97,12 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
 
     cfg = _load_config("build-default-model", partial(load_config, DefaultModelConfig), args.config, args.overrides)
     from replicalab.seeds import split_seeds
+    from training.errors import UserInputError
 
     try:  # checked before the build: the seat check plays the first N validation seeds
         eval_seeds = list(split_seeds("validation", args.eval_seeds))
     except ValueError as exc:
-        raise SystemExit(f"replicalab build-default-model: --eval-seeds {args.eval_seeds}: {exc}") from None
+        raise UserInputError(f"--eval-seeds {args.eval_seeds}: {exc}") from None
     from training.model.default import build_default_model, check_build_target
 
     check_build_target(Path(args.out).expanduser().resolve())  # before the minutes of the build

@@ -50,7 +50,7 @@ def test_bench_env_prints_rates(capsys):
     (["train", "grpo.bogus=1"], "unknown key 'grpo.bogus'"),
     (["train", "grpo.max_steps"], "malformed override"),
     (["eval", "agents=[scripted:genius]"], "is not a scripted agent here"),
-    (["sweep", "configs/sweeps/cpu_grid.yaml", "method=annealing"], "bad config"),
+    (["sweep", "configs/sweeps/cpu_grid.yaml", "method=annealing"], "method: Input should be 'grid' or 'random'"),
     (["build-default-model", "--out", "unused", "--config", "configs/model/gpu.yaml", "architecture.bogus=1"],
      "unknown key 'architecture.bogus'"),
     (["build-default-model", "--out", "unused", "architecture.hidden_size=100", "architecture.num_attention_heads=3"],

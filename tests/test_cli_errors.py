@@ -84,7 +84,7 @@ CASES: list[tuple[str, list[str], str]] = [
      "does not exist"),
     ("eval-episodes-zero", ["eval", "--episodes", "0"], "must be at least 1"),
     ("eval-episodes-text", ["eval", "--episodes", "few"], "must be an integer"),
-    ("eval-split", ["eval", "--split", "test"], "invalid choice: 'test'"),
+    ("eval-split", ["eval", "--split", "heldout"], "invalid choice: 'heldout'"),
     ("eval-backend", ["eval", "--backend", "gpu"], "invalid choice: 'gpu'"),
     ("eval-config-missing", ["eval", "--config", "{tmp}/nope.yaml"], "does not exist"),
     ("eval-config-directory", ["eval", "--config", "{tmp}"], "is a directory"),
@@ -114,7 +114,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("build-config-missing", ["build-default-model", "--out", "{tmp}/new", "--config", "{tmp}/nope.yaml"],
      "does not exist"),
     ("build-eval-seeds-negative", ["build-default-model", "--out", "{tmp}/new", "--eval-seeds", "-1"],
-     "must be at least 0"),
+     "--eval-seeds -1: validation split has 100000 seeds"),
 ]
 
 
