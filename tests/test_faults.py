@@ -280,7 +280,7 @@ time.sleep(600)
 
 
 def test_killed_driver_ray_session_is_cleaned_by_next_start(policy_wide_model_dir: Path, tmp_path: Path) -> None:
-    from training.rollout.backends import clean_stale_session, session_processes
+    from training.rollout.ray_session import clean_stale_session, session_processes
 
     record = tmp_path / "ray_session.json"
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(policy_wide_model_dir), str(record)],
@@ -338,7 +338,7 @@ def test_ray_training_survives_a_killed_worker_and_ctrl_c(policy_wide_model_dir:
     """``replicalab train`` on 2 Ray workers: SIGKILL one worker after the first step, then Ctrl-C the
     whole process group (as a terminal does) after the second; exit 130, no Ray process left, and
     ``--resume`` finishes with exactly the configured episodes per step, each logged once."""
-    from training.rollout.backends import session_processes
+    from training.rollout.ray_session import session_processes
 
     steps, per_step = RESUME_STEPS, 4
     args = ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, tmp_path, "ray"),

@@ -34,11 +34,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 from training.config.model import SamplingConfig
+from training.rollout.ray_session import (
+    session_ids,
+    clean_stale_session,
+    kill_session_processes,
+)
 from training.rollout.records import EpisodeJob, RolloutRecord
 
 logger = logging.getLogger(__name__)
@@ -58,69 +62,6 @@ SHARD_SEED_STRIDE = 1024
 
 class WorkerFailure(RuntimeError):
     """Rollout workers kept dying: more than ``max_restarts`` replacements within one call."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def session_processes(session_name: str, raylet_pid: Optional[int] = None) -> list[int]:
-    """Pids of this machine's processes of the Ray session ``session_name`` (this process excluded):
-    those whose command line names it (GCS, raylet, monitors) and, given ``raylet_pid``, the ``ray::``
-    processes started by that raylet (agents, workers: their command line is rewritten, their
-    environment keeps ``RAY_RAYLET_PID``)."""
-    marker = f"RAY_RAYLET_PID={raylet_pid}\0".encode() if raylet_pid else None
-    pids = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        if int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            if session_name.encode() in cmdline:
-                pids.append(int(entry.name))
-            elif marker and cmdline.startswith(b"ray::") and marker in (entry / "environ").read_bytes() + b"\0":
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
-def kill_session_processes(session_name: str, raylet_pid: Optional[int] = None) -> list[int]:
-    """SIGKILL every process of the Ray session (``session_processes``); return their pids."""
-    pids = session_processes(session_name, raylet_pid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return pids
-
-
-def clean_stale_session(record: Path) -> list[int]:
-    """If ``record`` names a Ray session whose driver is dead, kill what is left of it and remove the
-    record; return the pids killed (empty when there was nothing stale)."""
-    try:
-        info = json.loads(Path(record).read_text())
-        driver, session = int(info["driver_pid"]), str(info["session_name"])
-        raylet = int(info["raylet_pid"]) if info.get("raylet_pid") else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    if driver != os.getpid() and _alive(driver):
-        logger.warning("Ray session %s recorded in %s still has its driver (pid %d) running; leaving it",
-                       session, record, driver)
-        return []
-    killed = kill_session_processes(session, raylet)
-    if killed:
-        logger.warning("killed %d leftover processes of Ray session %s (its driver, pid %d, is gone)",
-                       len(killed), session, driver)
-    Path(record).unlink(missing_ok=True)
-    return killed
 
 
 def shard_sampling(sampling: SamplingConfig, sampling_seed: Optional[int], shard: int) -> SamplingConfig:
@@ -253,7 +194,7 @@ class RayBackend:
                 clean_stale_session(self._session_record)
             ray.init(address=ray_address, include_dashboard=False, logging_level=logging.WARNING)
             if ray_address is None:  # a local session this process started (and must not outlive it)
-                self._session_name, self._raylet_pid = _session_ids()
+                self._session_name, self._raylet_pid = session_ids()
                 if self._session_record is not None and self._session_name:
                     self._session_record.write_text(json.dumps(
                         {"driver_pid": os.getpid(), "session_name": self._session_name,
@@ -434,19 +375,6 @@ class RayBackend:
             if self._session_record is not None:
                 self._session_record.unlink(missing_ok=True)
             self._session_name = None
-
-
-def _session_ids() -> tuple[Optional[str], Optional[int]]:
-    """The name of the local Ray session this process started and its raylet's pid (None if unknown)."""
-    try:
-        from ray._private import ray_constants
-        from ray._private import worker as ray_worker
-
-        node = ray_worker._global_node
-        raylets = node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET) or []
-        return node.session_name, (raylets[0].process.pid if raylets else None)
-    except Exception:  # a private API: without it there is simply no cleanup record
-        return None, None
 
 
 def _worker_failures() -> tuple[type[BaseException], ...]:

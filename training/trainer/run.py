@@ -27,7 +27,7 @@ from training.trainer.export import save_final
 logger = logging.getLogger(__name__)
 FINAL_DIR = "final"
 #: The Ray session a run started (driver pid + session name), so the next start can clean up after a
-#: killed driver (``training.rollout.backends.clean_stale_session``).
+#: killed driver (``training.rollout.ray_session.clean_stale_session``).
 RAY_SESSION_FILE = "ray_session.json"
 #: What ``run_train`` reports as the continuing command when the caller gives none.
 DEFAULT_RESUME_COMMAND = "replicalab train --config CONFIG [the same overrides] --resume"
