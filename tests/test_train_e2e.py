@@ -97,7 +97,7 @@ def test_eval_report(default_model, tmp_path):
     report = run_eval(cfg, progress=False)
     saved = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert saved["split"] == "test" and saved["seeds"] == [1_000_000, 1_000_001]
-    for spec in (default_model, "scripted:naive", "scripted:oracle"):
+    for spec in (f"model:{default_model}", "scripted:naive", "scripted:oracle"):
         overall = saved["agents"][spec]["overall"]
         assert overall["episodes"] == 6 and overall["ci95"][0] <= overall["mean_reward"] <= overall["ci95"][1]
         assert set(saved["agents"][spec]["by_cell"]) == {"cell_biology/easy", "cell_biology/medium", "cell_biology/hard"}
