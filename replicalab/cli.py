@@ -160,9 +160,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from training.config.train import load_train_config
 
     cfg = _load_config("train", load_train_config, args.config, args.overrides)
+    from training.trainer.distributed import learner_from_env
     from training.trainer.run import print_summary, run_train
 
-    print_summary(run_train(cfg, resume=args.resume, command=_resume_command(args)))
+    summary = run_train(cfg, resume=args.resume, command=_resume_command(args))
+    if learner_from_env().is_main:  # under torchrun the main learner process reports the run
+        print_summary(summary)
     return 0
 
 

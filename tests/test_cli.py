@@ -76,6 +76,9 @@ BENCH_OPTIONS = {
                  dict(episodes=5, role="lab_manager", model="m"), dict(episodes=18, role="scientist", model=None)),
     "generate-memory": (["--vocab", "1000", "--batch", "2", "--new-tokens", "3"],
                         dict(vocab=1000, batch=2, new_tokens=3), dict(vocab=150_000, batch=64, new_tokens=256)),
+    "engines": (["--episodes", "4", "--workers", "2", "--engines", "vllm", "--model", "m"],
+                dict(episodes=4, workers=2, engines=["vllm"], model="m"),
+                dict(episodes=32, workers=1, engines=["hf", "vllm"], max_new_tokens=96, repeats=2, model=None)),
 }
 
 

@@ -20,7 +20,7 @@ def test_adapter_payload_reproduces_the_peft_model(policy_tiny_model_dir):
 
     from training.config.train import TrainConfig
     from training.rollout.policy import LORA_CONFIG_KEY, PolicyModel
-    from training.trainer.grpo import lora_peft_config, payload_bytes, policy_weights
+    from training.trainer.weights import lora_peft_config, payload_bytes, policy_weights
 
     cfg = TrainConfig(lora={"enabled": True, "r": 4, "alpha": 8})
     trained = get_peft_model(AutoModelForCausalLM.from_pretrained(str(policy_tiny_model_dir)), lora_peft_config(cfg))
@@ -51,7 +51,7 @@ def test_adapter_payload_reproduces_the_peft_model(policy_tiny_model_dir):
 
 def test_lora_config_block_defaults_off():
     from training.config.train import TrainConfig
-    from training.trainer.grpo import lora_peft_config
+    from training.trainer.weights import lora_peft_config
 
     assert TrainConfig().lora.enabled is False and lora_peft_config(TrainConfig()) is None
     for name, field in type(TrainConfig().lora).model_fields.items():

@@ -211,3 +211,33 @@ class RunLogger:
     def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
         self.finish(exit_code=0 if exc_type is None else 1)
+
+
+class NullRunLogger:
+    """The run logger of a learner process other than the main one: it accepts what ``RunLogger``
+    accepts and writes nothing (the main process logs the run once)."""
+
+    def log_positions(self) -> dict[str, int]:
+        return {}
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        pass
+
+    def log_episodes(self, step: int, logs: Sequence[EpisodeLog], roles: Optional[Sequence[str]] = None) -> None:
+        pass
+
+    def log_artifact(self, path: str | Path, name: str, type: str = "model",
+                     aliases: Optional[Sequence[str]] = None) -> None:
+        pass
+
+    def summary(self, values: Mapping[str, Any]) -> None:
+        pass
+
+    def finish(self, exit_code: int = 0) -> None:
+        pass
+
+    def __enter__(self) -> "NullRunLogger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass

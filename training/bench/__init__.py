@@ -1,4 +1,4 @@
-"""``replicalab bench {env,rollout,train,generate,generate-memory}``: benchmarks that print their figures next to a
+"""``replicalab bench {env,rollout,train,generate,generate-memory,engines}``: benchmarks that print their figures next to a
 baseline measured in the same run.  ``env`` needs only the core install.
 
 Each benchmark is a module here with two functions, ``add_arguments(parser)`` (its own options and
@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "train": "training.bench.train",  # where a training step's time goes
     "generate": "training.bench.generate",  # batched vs one-at-a-time generation
     "generate-memory": "training.bench.generate_memory",  # peak memory: logits buffer vs step-by-step logprobs
+    "engines": "training.bench.engines",  # rollout engines (hf, vllm) on the same jobs
 }
 
 

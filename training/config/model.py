@@ -46,6 +46,24 @@ class SamplingConfig(BaseModel):
         "Seeds torch's generator once per generate call; None leaves the generator alone."))
 
 
+class VLLMConfig(BaseModel):
+    """The vLLM engine of each Ray rollout worker (``rollout.engine=vllm``)."""
+
+    model_config = _STRICT
+
+    python: Optional[str] = Field(default=None, description=(
+        "Python interpreter of the vLLM environment the rollout workers run in (bash launch/setup_vllm.sh "
+        "makes .venv-vllm); None: the repository's .venv-vllm/bin/python when it exists, else this interpreter."))
+    gpu_memory_utilization: float = Field(default=0.5, gt=0.0, le=1.0, description=(
+        "Fraction of its GPU's memory a worker's engine may take for weights and KV cache; workers sharing a "
+        "GPU must sum to less than 1."))
+    cpu_kv_cache_gib: float = Field(default=1.0, gt=0.0, description=(
+        "GiB of KV cache of an engine on CPU (vLLM's VLLM_CPU_KVCACHE_SPACE)."))
+    enforce_eager: bool = Field(default=False, description=(
+        "Run without CUDA graphs (slower decoding, faster start); always eager on CPU."))
+    max_num_seqs: int = Field(default=256, ge=1, description="Sequences an engine decodes at once.")
+
+
 class ArchitectureConfig(BaseModel):
     """Qwen2-style decoder of the embedded default model (tied embeddings)."""
 

@@ -21,7 +21,8 @@ from replicalab.scenarios import cells
 from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
 from replicalab.seeds import check_train_seed
 from training.config.loading import load_config
-from training.config.model import SamplingConfig
+from training.config.model import SamplingConfig, VLLMConfig
+from training.errors import UserInputError
 from training.config.placement import PlacementConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
@@ -85,6 +86,11 @@ class RolloutConfig(BaseModel):
         "Ray cluster to join: None starts a local Ray; 'auto' or host:port joins a running cluster."))
     max_worker_restarts: int = Field(default=3, ge=0, description=(
         "Dead Ray workers replaced (and their shard re-run) within one collect before the step fails."))
+    engine: Literal["hf", "vllm"] = Field(default="hf", description=(
+        "What generates the policy's turns: hf (transformers generate on left-padded batches) or vllm (a vLLM "
+        "engine in each Ray rollout worker: paged KV cache, prefix caching across a seat's turns, continuous "
+        "batching; needs rollout.backend=ray and a vLLM environment, rollout.vllm.python)."))
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig, description="The vLLM engine (rollout.engine=vllm).")
 
     @field_validator("sampling")
     @classmethod
@@ -92,6 +98,12 @@ class RolloutConfig(BaseModel):
         if not v.do_sample:
             raise ValueError("rollout.sampling.do_sample must be true: greedy groups give zero GRPO advantages")
         return v
+
+    @model_validator(mode="after")
+    def _engine_needs_ray(self) -> "RolloutConfig":
+        if self.engine == "vllm" and self.backend != "ray":
+            raise ValueError("rollout.engine=vllm runs in Ray rollout workers: set rollout.backend=ray")
+        return self
 
 
 class GRPOParams(BaseModel):
@@ -295,6 +307,9 @@ class TrainConfig(BaseModel):
     def _check(self) -> "TrainConfig":
         if self.bf16 and self.device == "cpu":
             raise ValueError("bf16=true needs device cuda (or auto on a GPU machine)")
+        if self.rollout.engine == "vllm" and self.lora.enabled:
+            raise ValueError("lora.enabled=true with rollout.engine=vllm is not supported (the engine loads full "
+                             "weights each step); use rollout.engine=hf for LoRA runs")
         if self.rollout.sampling.max_new_tokens > self.grpo.max_completion_length:
             raise ValueError("rollout.sampling.max_new_tokens exceeds grpo.max_completion_length")
         room = max(len(TRAIN_SEEDS) - self.data.seed_offset, 0)
@@ -315,6 +330,17 @@ class TrainConfig(BaseModel):
     def num_train_rows(self) -> int:
         """Dataset rows (GRPO groups) the whole run consumes: ``max_steps * groups_per_step``."""
         return self.grpo.max_steps * self.grpo.groups_per_step
+
+    def per_process_batch(self, processes: int) -> int:
+        """Episodes each of ``processes`` learner processes scores per micro-step, so that a step is
+        ``grpo.episodes_per_step`` episodes over all of them; ``UserInputError`` when they do not divide."""
+        g = self.grpo
+        share = g.gradient_accumulation_steps * processes
+        if g.episodes_per_step % share:
+            raise UserInputError(
+                f"grpo.episodes_per_step={g.episodes_per_step} does not split over {processes} learner process(es) "
+                f"x grpo.gradient_accumulation_steps={g.gradient_accumulation_steps}: use a multiple of {share}")
+        return g.episodes_per_step // share
 
     def resolve_bf16(self, device: str) -> bool:
         """bf16 for the resolved device ("cpu" or "cuda"): the explicit value, else on for cuda."""

@@ -35,15 +35,20 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Literal, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Sequence, Union
 
-from training.config.model import SamplingConfig
+from training.config.model import SamplingConfig, VLLMConfig
 from training.rollout.ray_session import (
     session_ids,
     clean_stale_session,
     kill_session_processes,
 )
 from training.rollout.records import EpisodeJob, RolloutRecord
+
+if TYPE_CHECKING:
+    from training.rollout.cluster import ClusterResources
+    from training.rollout.placement import PlacementPlan
+    from training.rollout.placement_group import PlacedGroup
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +183,9 @@ class RayBackend:
                  max_restarts: int = 3, ray_address: Optional[str] = None, device: str = "cpu",
                  num_gpus_per_worker: Optional[float] = None,
                  frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None,
-                 session_record: Optional[Path] = None) -> None:
+                 session_record: Optional[Path] = None,
+                 plan_for: Optional[Callable[["ClusterResources"], "PlacementPlan"]] = None,
+                 engine: str = "hf", vllm: Optional[VLLMConfig] = None, python: Optional[str] = None) -> None:
         import ray
 
         if num_workers < 1:
@@ -199,25 +206,38 @@ class RayBackend:
                     self._session_record.write_text(json.dumps(
                         {"driver_pid": os.getpid(), "session_name": self._session_name,
                          "raylet_pid": self._raylet_pid}) + "\n")
+        self.placed: Optional[PlacedGroup] = None
+        self.workers: list[Any] = []
+        self._state_ref: Any = None  # the current weights in the object store (for replacements)
+        try:
+            if plan_for is not None:  # planned (and refused, if it cannot work) before any model loads
+                from training.rollout.cluster import ClusterResources
+                from training.rollout.placement_group import make_placement_group
+
+                plan = plan_for(ClusterResources.from_ray())
+                self.placed = make_placement_group(plan)
+                device, num_gpus_per_worker = plan.worker_device, plan.gpus_per_worker
+        except BaseException:
+            self.close()
+            raise
         if num_gpus_per_worker is None:
             gpus = 0.0 if device == "cpu" else float(ray.cluster_resources().get("GPU", 0.0))
             num_gpus_per_worker = min(1.0, gpus / num_workers)
         self.sampling = sampling
         self._spec = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
                           max_rounds=max_rounds, torch_threads=torch_threads_per_worker, device=device,
-                          num_gpus=num_gpus_per_worker, frozen=frozen, chat_template=chat_template)
+                          num_gpus=num_gpus_per_worker, frozen=frozen, chat_template=chat_template,
+                          engine=engine, vllm=vllm, python=python)
         self.num_workers = num_workers
         self.max_restarts = max_restarts
         self.restarts = 0
         self.version = 0  # the checkpoint as loaded
-        self._state_ref: Any = None  # the current weights in the object store (for replacements)
         self._spawned = 0
-        self.workers: list[Any] = []
         self.names: list[str] = []  # each slot's worker name (ray-K, K counting every worker started)
         self.pids: list[Optional[int]] = []  # each slot's OS process id, once it reported ready
         try:
-            for _ in range(num_workers):
-                worker, name = self._spawn()
+            for slot in range(num_workers):
+                worker, name = self._spawn(slot)
                 self.workers.append(worker)
                 self.names.append(name)
             self.pids = [info["pid"] for info in self._wait_ready(self.workers)]
@@ -226,12 +246,14 @@ class RayBackend:
             raise
 
     # -- workers ---------------------------------------------------------------------------------
-    def _spawn(self) -> tuple[Any, str]:
+    def _spawn(self, slot: int) -> tuple[Any, str]:
+        """A new worker for ``slot`` (in the slot's placement-group bundle when the run is placed)."""
         from training.rollout.worker import make_worker
 
         self._spawned += 1
         name = f"ray-{self._spawned - 1}"
-        worker = make_worker(name=name, **self._spec)
+        options = self.placed.worker_options(slot) if self.placed is not None else None
+        worker = make_worker(name=name, options=options, **self._spec)
         if self._state_ref is not None:
             worker.set_weights.remote(self._state_ref, self.version)  # queued before any collect
         return worker, name
@@ -258,7 +280,7 @@ class RayBackend:
             ray.kill(self.workers[slot], no_restart=True)
         except Exception:  # already gone
             pass
-        self.workers[slot], self.names[slot] = self._spawn()
+        self.workers[slot], self.names[slot] = self._spawn(slot)
         self.pids[slot] = None
         self._note_pid(slot)
 
@@ -366,6 +388,9 @@ class RayBackend:
                 pass
         self.workers = []
         self._state_ref = None
+        placed, self.placed = self.placed, None
+        if placed is not None and ray.is_initialized():
+            placed.remove()
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
         if self._session_name:  # what ray.shutdown left of the session this backend started
@@ -393,19 +418,27 @@ def make_backend(kind: Literal["inprocess", "ray"], *, model: str, scientist: st
                  frozen: Optional[Sequence[str]] = None, torch_threads: Optional[int] = None,
                  num_workers: int = 1, torch_threads_per_worker: int = 1, max_restarts: int = 3,
                  ray_address: Optional[str] = None, num_gpus_per_worker: Optional[float] = None,
-                 chat_template: Optional[str] = None, session_record: Optional[Path] = None) -> Backend:
+                 chat_template: Optional[str] = None, session_record: Optional[Path] = None,
+                 plan_for: Optional[Callable[["ClusterResources"], "PlacementPlan"]] = None,
+                 engine: str = "hf", vllm: Optional[VLLMConfig] = None, python: Optional[str] = None) -> Backend:
     """``InProcessBackend`` for ``"inprocess"``, ``RayBackend`` for ``"ray"``.
 
     Callers may pass every option whatever the kind: ``torch_threads`` only applies in-process;
     ``num_workers``, ``torch_threads_per_worker``, ``max_restarts``, ``ray_address`` and
-    ``num_gpus_per_worker`` and ``session_record`` only to Ray.
+    ``num_gpus_per_worker``, ``session_record``, ``plan_for`` and the engine (``engine``, ``vllm``, and
+    ``python``: the workers' interpreter) only to Ray.  ``plan_for(cluster)`` (a
+    training run's placement, ``training.rollout.preflight``) plans the run on the connected cluster
+    before any worker starts; the workers then sit in its placement group, on its device and GPU share.
     """
     common = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
                   max_rounds=max_rounds, device=device, frozen=frozen, chat_template=chat_template)
     if kind == "inprocess":
+        if engine != "hf":
+            raise ValueError(f"the {engine} engine runs in Ray rollout workers only (rollout.backend=ray)")
         return InProcessBackend(**common, torch_threads=torch_threads)
     if kind == "ray":
         return RayBackend(**common, num_workers=num_workers, torch_threads_per_worker=torch_threads_per_worker,
                           max_restarts=max_restarts, ray_address=ray_address,
-                          num_gpus_per_worker=num_gpus_per_worker, session_record=session_record)
+                          num_gpus_per_worker=num_gpus_per_worker, session_record=session_record,
+                          plan_for=plan_for, engine=engine, vllm=vllm, python=python)
     raise ValueError(f"unknown rollout backend {kind!r}: use 'inprocess' or 'ray'")

@@ -125,33 +125,37 @@ class PolicyModel:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=default_dtype(self.device))
+        self.model = model.to(self.device).eval()
+        self._set_up_generation(tokenizer, self.model.generation_config, self.model.config, chat_template)
+        self.model.generation_config = bare_generation_config(
+            self.stop_token_ids, self.pad_token_id, getattr(self.checkpoint_generation_config, "bos_token_id", None))
+
+    def _set_up_generation(self, tokenizer: PreTrainedTokenizerBase, checkpoint_generation_config: Any,
+                           model_config: Any, chat_template: Optional[str]) -> None:
+        """Tokenizer, stop and pad tokens, the checkpoint's sampling extras (logged, never used) and the
+        context window: what every generation engine needs from the checkpoint."""
         if chat_template is not None and not tokenizer.chat_template:
             tokenizer.chat_template = chat_template
             logger.info("%s: no chat template of its own; using the configured one", self.name_or_path)
         self.tokenizer = tokenizer
-        self.model = model.to(self.device).eval()
         self.weights_version = 0
         #: The checkpoint's own generation config, as loaded (read ``max_new_tokens`` from here).
-        self.checkpoint_generation_config = self.model.generation_config
-        self.stop_token_ids: tuple[int, ...] = stop_tokens(self.checkpoint_generation_config, tokenizer)
+        self.checkpoint_generation_config = checkpoint_generation_config
+        self.stop_token_ids: tuple[int, ...] = stop_tokens(checkpoint_generation_config, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = pad if pad is not None else self.stop_token_ids[0]
         if pad is None:
             logger.info("%s: tokenizer has no pad token; padding with stop token %d (in memory only)",
                         self.name_or_path, self.pad_token_id)
-        self.neutralised = neutralised_extras(self.checkpoint_generation_config)
-        replaced = replaced_settings(self.checkpoint_generation_config)
+        self.neutralised = neutralised_extras(checkpoint_generation_config)
+        replaced = replaced_settings(checkpoint_generation_config)
         if replaced:
             logger.info("%s: generation_config sampling settings replaced by the configured sampling: %s",
                         self.name_or_path, replaced)
         if self.neutralised:
             logger.warning("%s: generation_config sampling extras not used (only the configured sampling "
                            "applies): %s", self.name_or_path, self.neutralised)
-        self.model.generation_config = bare_generation_config(
-            self.stop_token_ids, self.pad_token_id, getattr(self.checkpoint_generation_config, "bos_token_id", None))
-        self.max_positions: int = int(
-            getattr(self.model.config, "max_position_embeddings", None) or DEFAULT_MAX_POSITIONS
-        )
+        self.max_positions: int = int(getattr(model_config, "max_position_embeddings", None) or DEFAULT_MAX_POSITIONS)
 
     # -- prompts ---------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:

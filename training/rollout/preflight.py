@@ -63,6 +63,14 @@ def connect_cluster(cfg: TrainConfig) -> tuple[ClusterResources, bool]:
     return ClusterResources.from_ray(), started
 
 
+def sharded_learner() -> bool:
+    """Whether ``accelerate launch`` runs the learner sharded (FSDP, or DeepSpeed ZeRO stage 3), from the
+    environment it gives its processes."""
+    env = os.environ
+    return (env.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+            or env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "") == "3")
+
+
 def preflight(cfg: TrainConfig, cluster: ClusterResources, *, lora: bool = False, learner_processes: int = 1,
               sharded: bool = False, param_count: Optional[int] = None,
               dtype_bytes: Optional[int] = None) -> PlacementPlan:
@@ -95,7 +103,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--gpu-memory-gib", type=float, help="memory of one GPU (default: nvidia-smi, else unknown)")
     ap.add_argument("--param-count", type=float, help="the model's parameters (default: from its config.json)")
     ap.add_argument("--dtype-bytes", type=int, choices=(2, 4), help="bytes per weight (default: config.json dtype)")
-    ap.add_argument("--lora", action="store_true", help="LoRA adapters train (the base stays frozen)")
+    ap.add_argument("--lora", action="store_true", help="LoRA adapters train (default: lora.enabled)")
     ap.add_argument("--learner-processes", type=int, help="learner processes (default: placement.trainer_gpus, else 1)")
     ap.add_argument("--sharded", action="store_true", help="learner processes shard states (FSDP/ZeRO-3), not DDP")
     args = ap.parse_intermixed_args(argv)
@@ -114,7 +122,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             cluster = ClusterResources.local(args.gpu_memory_gib)
         trainer = cfg.placement.trainer_gpus
         processes = args.learner_processes or (int(trainer) if trainer != AUTO and int(trainer) else 1)
-        plan = preflight(cfg, cluster, lora=args.lora, learner_processes=processes, sharded=args.sharded,
+        plan = preflight(cfg, cluster, lora=args.lora or cfg.lora.enabled, learner_processes=processes,
+                         sharded=args.sharded or sharded_learner(),
                          param_count=int(args.param_count) if args.param_count else None, dtype_bytes=args.dtype_bytes)
     except UserInputError as error:
         print(f"{ap.prog}: {error}", file=sys.stderr)

@@ -34,20 +34,22 @@ class RolloutWorkerImpl:
 
     def __init__(self, model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
                  max_rounds: int, torch_threads: int = 1, device: str = "cpu",
-                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None) -> None:
+                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None,
+                 engine: str = "hf", vllm: Any = None) -> None:
         for key, value in WORKER_ENV.items():
             os.environ.setdefault(key, value)
         import torch
 
+        from training.rollout.engines import make_policy
         from training.rollout.play import load_frozen
-        from training.rollout.policy import PolicyModel
 
         torch.set_num_threads(torch_threads)
         self.name = name
         self.seats = dict(scientist=scientist, lab_manager=lab_manager)
         self.sampling = sampling
         self.max_rounds = max_rounds
-        self.policy = PolicyModel(model, sampling=sampling, device=device, chat_template=chat_template)
+        self.policy = make_policy(engine, model, sampling=sampling, device=device, chat_template=chat_template,
+                                  vllm=vllm)
         self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device,
                                   chat_template=chat_template)
         self._delay_s = 0.0
@@ -119,11 +121,18 @@ RolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorkerImpl
 def make_worker(model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
                 max_rounds: int, torch_threads: int = 1, device: str = "cpu",
                 frozen: Optional[Sequence[str]] = None, num_cpus: Optional[float] = None,
-                num_gpus: float = 0.0, chat_template: Optional[str] = None) -> Any:
+                num_gpus: float = 0.0, chat_template: Optional[str] = None,
+                options: Optional[dict[str, Any]] = None, engine: str = "hf", vllm: Any = None,
+                python: Optional[str] = None) -> Any:
     """Start one ``RolloutWorker`` actor and return its handle (construction runs asynchronously;
-    call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs."""
-    actor = RolloutWorker.options(num_cpus=torch_threads if num_cpus is None else num_cpus,
-                                  num_gpus=num_gpus)
-    return actor.remote(model, name=name, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
-                        max_rounds=max_rounds, torch_threads=torch_threads, device=device, frozen=frozen,
-                        chat_template=chat_template)
+    call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs and
+    ``num_gpus`` GPUs, unless ``options`` (a placement group's ``worker_options``) say otherwise.
+    ``python``: the interpreter the actor runs in (the vLLM environment for ``engine="vllm"``)."""
+    actor_options = dict(options or {"num_cpus": torch_threads if num_cpus is None else num_cpus,
+                                     "num_gpus": num_gpus})
+    if python is not None:
+        actor_options["runtime_env"] = {"py_executable": python}
+    return RolloutWorker.options(**actor_options).remote(
+        model, name=name, scientist=scientist, lab_manager=lab_manager, sampling=sampling, max_rounds=max_rounds,
+        torch_threads=torch_threads, device=device, frozen=frozen, chat_template=chat_template, engine=engine,
+        vllm=vllm)

@@ -28,8 +28,8 @@ CHECKPOINT_PREFIX = "checkpoint-"
 MANIFEST_FILE = "manifest.json"
 #: Prefix a damaged checkpoint is renamed to (outside the Trainer's ``checkpoint-*`` pattern).
 DAMAGED_PREFIX = "damaged-"
-#: Files a resumable checkpoint must hold besides the weights (the Trainer's names).
-REQUIRED_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth")
+#: Files a resumable checkpoint must hold besides the weights and RNG states (the Trainer's names).
+REQUIRED_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json")
 #: One of these holds the weights.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
 HASH_CHUNK = 1 << 20
@@ -65,11 +65,17 @@ def _files(ckpt: Path) -> list[Path]:
                   and not p.name.startswith(MANIFEST_FILE))
 
 
-def write_manifest(ckpt: Path, step: int, logs: Optional[Mapping[str, int]] = None) -> Path:
+def rng_files(processes: int) -> tuple[str, ...]:
+    """The Trainer's RNG-state files of a run with ``processes`` learner processes (one each)."""
+    return ("rng_state.pth",) if processes == 1 else tuple(f"rng_state_{i}.pth" for i in range(processes))
+
+
+def write_manifest(ckpt: Path, step: int, logs: Optional[Mapping[str, int]] = None, processes: int = 1) -> Path:
     """Seal ``ckpt``: write ``manifest.json`` (every file's size and sha256, ``step``, ``logs``: lines per
-    run log) through a temporary file renamed into place, so the manifest exists only when whole."""
+    run log, ``processes``: learner processes that saved into it) through a temporary file renamed into
+    place, so the manifest exists only when whole."""
     files = {str(p.relative_to(ckpt)): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(ckpt)}
-    manifest = {"step": step, "files": files, "logs": dict(logs or {})}
+    manifest = {"step": step, "files": files, "logs": dict(logs or {}), "processes": processes}
     out = ckpt / MANIFEST_FILE
     tmp = ckpt / f"{MANIFEST_FILE}.tmp"
     with tmp.open("w", encoding="utf-8") as fh:
@@ -102,7 +108,7 @@ def verify_checkpoint(ckpt: Path) -> list[str]:
         return [str(exc)]
     problems = []
     listed = manifest["files"]
-    for name in REQUIRED_FILES:
+    for name in (*REQUIRED_FILES, *rng_files(int(manifest.get("processes", 1)))):
         if name not in listed:
             problems.append(f"{name} never written")
     if not any(name in listed for name in WEIGHT_FILES):
@@ -149,13 +155,16 @@ def make_manifest_callback(log_positions: Callable[[], Mapping[str, int]]):
     run logs' line counts from ``log_positions()``.  Add it to the trainer's callbacks."""
     from transformers import TrainerCallback
 
+    from training.trainer.distributed import barrier
+
     class ManifestCallback(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
+            barrier()  # every learner process has written its part (its RNG state) before the seal
             if not state.is_world_process_zero:
                 return
             ckpt = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}"
             if ckpt.is_dir():
-                write_manifest(ckpt, state.global_step, log_positions())
+                write_manifest(ckpt, state.global_step, log_positions(), processes=args.world_size)
                 logger.info("checkpoint %s saved and sealed", ckpt)
 
     return ManifestCallback()

@@ -67,15 +67,19 @@ def save_user_tokenizer(source: str, final: Path, *, chat_template: Optional[str
 
 def save_final(trainer: Any, source: str, final: Path, *, chat_template: Optional[str] = None) -> None:
     """``final/``: the trained weights as a full model (LoRA merged, the adapter under ``final/adapter``)
-    and the user's tokenizer (``save_user_tokenizer``)."""
+    and the user's tokenizer (``save_user_tokenizer``).  Every learner process calls it; the main one
+    writes."""
     from transformers import AutoTokenizer
 
-    model = trainer.model
+    model, main = trainer.model, trainer.accelerator.is_main_process
     if hasattr(model, "merge_and_unload"):  # a PEFT model: training is over, merge in place
-        model.save_pretrained(str(final / ADAPTER_DIRNAME))
-        model.merge_and_unload().save_pretrained(str(final))
-        logger.info("final/: LoRA adapter merged into the base weights (adapter kept in %s)", ADAPTER_DIRNAME)
-    else:
+        if main:
+            model.save_pretrained(str(final / ADAPTER_DIRNAME))
+            model.merge_and_unload().save_pretrained(str(final))
+            logger.info("final/: LoRA adapter merged into the base weights (adapter kept in %s)", ADAPTER_DIRNAME)
+    else:  # every learner process (the gather is collective under FSDP / ZeRO-3); the main one writes
         trainer.save_model(str(final))
+    if not main:
+        return
     notes = tuple(tokenizer_changes(AutoTokenizer.from_pretrained(source), trainer.processing_class))
     save_user_tokenizer(source, final, chat_template=chat_template, notes=notes)

@@ -19,6 +19,7 @@ import torch
 from transformers import TrainerCallback
 
 from training.trainer.checkpoints import latest_checkpoint
+from training.trainer.distributed import max_over_processes
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ class NonFiniteGradGuard(TrainerCallback):
         self.consecutive = 0
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-        if model is None or grads_finite(model):
+        # every learner process decides alike (sharded gradients are checked shard by shard)
+        if model is None or not max_over_processes(not grads_finite(model)):
             self.consecutive = 0
             return
         for p in model.parameters():

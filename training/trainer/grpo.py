@@ -18,9 +18,8 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
-import numpy as np
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -31,7 +30,9 @@ from training.config.train import CHECKPOINTS_DIRNAME, TrainConfig, train_rows
 from training.eval.metrics import episode_metrics
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger
+from training.trainer.distributed import gather_to_main, scatter_from_main
 from training.trainer.grad_guard import NonFiniteGradGuard
+from training.trainer.weights import lora_peft_config, payload_bytes, trainer_weights
 
 REWARD_KEY = "judge_total"
 STEP_SEED_STRIDE = 1_000_003
@@ -62,45 +63,13 @@ def judge_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: A
     return [float(x) for x in kwargs[REWARD_KEY]]
 
 
-def model_state_numpy(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
-
-
-def lora_peft_config(cfg: TrainConfig):
-    """The PEFT ``LoraConfig`` of ``cfg.lora`` (None when LoRA is off)."""
-    if not cfg.lora.enabled:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(**lora_kwargs(cfg))
-
-
-def lora_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    lora = cfg.lora
-    targets = lora.target_modules
-    return dict(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, task_type="CAUSAL_LM",
-                target_modules=targets[0] if targets == ["all-linear"] else list(targets))
-
-
-def policy_weights(model, cfg: TrainConfig) -> dict[str, Any]:
-    """What rollout workers load each step: the full weights, or with LoRA only the adapter's (numpy) plus
-    its config under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``)."""
-    if not hasattr(model, "peft_config"):
-        return model_state_numpy(model)
-    from peft import get_peft_model_state_dict
-
-    from training.rollout.policy import LORA_CONFIG_KEY
-
-    adapter = {k: v.detach().float().cpu().numpy() for k, v in get_peft_model_state_dict(model).items()}
-    return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(cfg))}
-
-
-def payload_bytes(state: dict[str, Any]) -> int:
-    return sum(int(v.nbytes) for v in state.values() if isinstance(v, np.ndarray))
-
-
 class EpisodeRollouts:
-    """TRL ``rollout_func``: ship the current weights, play the batch's episodes, return token records."""
+    """TRL ``rollout_func``: ship the current weights, play the batch's episodes, return token records.
+
+    With several learner processes, each passes its share of the step's rows; the main process gathers
+    them in rank order, plays them all in one ``collect`` (one backend, one sampling seed per step, job
+    ids unique over the step) and hands each process back its share, so the episodes of a step are the
+    same whatever the number of processes."""
 
     def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
         self.backend, self.cfg, self.logger = backend, cfg, logger
@@ -109,11 +78,19 @@ class EpisodeRollouts:
     def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
         step = trainer.state.global_step
         tick = time.perf_counter()
-        state = policy_weights(trainer.model, self.cfg)
+        state = trainer_weights(trainer, self.cfg)
+        per_process = gather_to_main(list(prompts))
+        parts = None if per_process is None else self._play(step, state, per_process, time.perf_counter() - tick)
+        return scatter_from_main(parts)
+
+    def _play(self, step: int, state: dict[str, Any], per_process: list[list[str]],
+              gather_s: float) -> list[dict[str, list]]:
+        tick = time.perf_counter()
         self.backend.set_weights(state, step)
-        sync_s = time.perf_counter() - tick
+        sync_s = gather_s + time.perf_counter() - tick
         sync_bytes = payload_bytes(state)
         g = self.cfg.grpo.num_generations
+        prompts = [p for share in per_process for p in share]
         jobs = [
             EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
         ]
@@ -130,14 +107,18 @@ class EpisodeRollouts:
                                **_trajectory_metrics(records), **self.last_timing,
                                "rollout/weight_sync_bytes": float(sync_bytes)})
         self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
-        trajectories = [r.trajectory for r in records]
-        return {
-            "prompt_ids": [t.prompt_ids for t in trajectories],
-            "completion_ids": [t.completion_ids for t in trajectories],
-            "logprobs": [t.logprobs for t in trajectories],
-            "env_mask": [t.env_mask for t in trajectories],
-            REWARD_KEY: [t.reward for t in trajectories],
-        }
+        parts, start = [], 0
+        for share in per_process:
+            trajectories = [r.trajectory for r in records[start:start + len(share)]]
+            start += len(share)
+            parts.append({
+                "prompt_ids": [t.prompt_ids for t in trajectories],
+                "completion_ids": [t.completion_ids for t in trajectories],
+                "logprobs": [t.logprobs for t in trajectories],
+                "env_mask": [t.env_mask for t in trajectories],
+                REWARD_KEY: [t.reward for t in trajectories],
+            })
+        return parts
 
 
 class _WithPositionIds:
@@ -152,19 +133,27 @@ class _WithPositionIds:
         return self.model(*args, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
 
 
-def mismatch_metrics(rollout: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor,
-                     roles: Sequence[str]) -> dict[str, float]:
-    """Per role: mean |trainer - rollout| log-prob over model tokens, and the k3 estimate of
-    KL(sampling || trainer) (``exp(d) - 1 - d`` with ``d = trainer - rollout``, averaged over the tokens)."""
-    out: dict[str, float] = {}
-    diff = (trainer.float() - rollout.float()) * mask
+def mismatch_sums(rollout: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor,
+                  roles: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """Per role: the sums over model tokens of |trainer - rollout| log-prob and of the k3 estimate of
+    KL(sampling || trainer) (``exp(d) - 1 - d`` with ``d = trainer - rollout``), and the token count."""
+    out: dict[str, tuple[float, float, float]] = {}
+    diff = (trainer.double() - rollout.double()) * mask
     for role in sorted(set(roles)):
         rows = torch.tensor([r == role for r in roles], device=mask.device)
-        m = mask[rows].float()
-        n = m.sum().clamp(min=1.0)
-        d = diff[rows]
-        out[f"mismatch/{role}/abs_diff"] = float((d.abs() * m).sum() / n)
-        out[f"mismatch/{role}/kl"] = float(((torch.exp(d) - 1 - d) * m).sum() / n)
+        m, d = mask[rows].double(), diff[rows]
+        out[role] = (float((d.abs() * m).sum()), float(((torch.exp(d) - 1 - d) * m).sum()), float(m.sum()))
+    return out
+
+
+def mismatch_metrics(per_process: Sequence[dict[str, tuple[float, float, float]]]) -> dict[str, float]:
+    """``mismatch/<role>/abs_diff`` and ``mismatch/<role>/kl``: means per model token over every learner
+    process's ``mismatch_sums``."""
+    out: dict[str, float] = {}
+    for role in sorted(set().union(*per_process)):
+        abs_sum, kl_sum, n = (sum(part[role][i] for part in per_process if role in part) for i in range(3))
+        out[f"mismatch/{role}/abs_diff"] = abs_sum / max(n, 1.0)
+        out[f"mismatch/{role}/kl"] = kl_sum / max(n, 1.0)
     return out
 
 
@@ -191,7 +180,11 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
             with torch.no_grad():
                 trainer, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, ids, attention, output["completion_ids"].size(1))
-        metrics = mismatch_metrics(rollout, trainer, mask, [row["role"] for row in inputs])
+        local = mismatch_sums(rollout, trainer, mask, [row["role"] for row in inputs])
+        per_process = gather_to_main(local)  # each learner process scored its own share of the batch
+        if per_process is None:
+            return output
+        metrics = mismatch_metrics(per_process)
         worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
         if worst > MISMATCH_WARN_NATS:
             logger.warning("rollout and trainer log-probs differ by %.3g nats per token (threshold %g): %s",
@@ -231,13 +224,17 @@ class ValidationCallback(TrainerCallback):
         from training.eval.run import validation_slice
 
         self.backend, self.cfg, self.logger = backend, cfg, logger
+        self.trainer: Optional[GRPOTrainer] = None  # set by build_trainer (the weights are gathered from it)
         self.jobs = validation_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties)
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
+    def on_step_end(self, args, state, control, **kwargs):
         every = self.cfg.validation.every_steps
         if not every or state.global_step % every or "scientist" not in self.cfg.seats.trained_roles:
             return
-        self.backend.set_weights(policy_weights(model, self.cfg), state.global_step)
+        weights = trainer_weights(self.trainer, self.cfg)  # every process; the main one plays
+        if weights is None:
+            return
+        self.backend.set_weights(weights, state.global_step)
         records = self.backend.collect(self.jobs, sampling_seed=self.cfg.seed)
         metrics = episode_metrics([r.log for r in records])
         self.logger.log(state.global_step, {f"{VALIDATION_PREFIX}{k}": v for k, v in metrics.items()})
@@ -272,11 +269,13 @@ class LoggerCallback(TrainerCallback):
             self.logger.log_artifact(path, name=f"checkpoint-{state.global_step}", type="model")
 
 
-def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> GRPOConfig:
+def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool, processes: int = 1) -> GRPOConfig:
+    """TRL's config for ``cfg``; ``processes`` learner processes share each step's episodes (the global
+    batch stays ``grpo.episodes_per_step``)."""
     g = cfg.grpo
     return GRPOConfig(
         output_dir=str(run_dir / CHECKPOINTS_DIRNAME),
-        per_device_train_batch_size=g.episodes_per_step // g.gradient_accumulation_steps,
+        per_device_train_batch_size=cfg.per_process_batch(processes),
         gradient_accumulation_steps=g.gradient_accumulation_steps,
         gradient_checkpointing=g.gradient_checkpointing,
         num_generations=g.num_generations,
@@ -312,7 +311,9 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool) -> G
 
 
 def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, logger: RunLogger,
-                  use_cpu: bool, bf16: bool, chat_template: str | None = None) -> GRPOTrainer:
+                  use_cpu: bool, bf16: bool, chat_template: str | None = None, processes: int = 1) -> GRPOTrainer:
+    """The GRPO trainer of a run.  With several learner processes every process builds one; ``backend``
+    and ``logger`` are the main process's (the others pass None and a ``NullRunLogger``)."""
     from transformers import AutoTokenizer
 
     n_rows = cfg.num_train_rows
@@ -320,16 +321,17 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
     if chat_template and not tokenizer.chat_template:
         tokenizer.chat_template = chat_template
     rollouts = EpisodeRollouts(backend, cfg, logger)
+    validation = ValidationCallback(backend, cfg, logger)
     trainer = ReplicaLabGRPOTrainer(
         model=str(model_dir),
         reward_funcs=[judge_reward],
-        args=grpo_config(cfg, run_dir, use_cpu, bf16),
+        args=grpo_config(cfg, run_dir, use_cpu, bf16, processes),
         train_dataset=build_dataset(cfg, n_rows),
         processing_class=tokenizer,
         rollout_func=rollouts,
         peft_config=lora_peft_config(cfg),
-        callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts),
-                   ValidationCallback(backend, cfg, logger)],
+        callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts), validation],
     )
+    validation.trainer = trainer
     trainer.metric_sink = logger.log
     return trainer

@@ -4,7 +4,12 @@
 ``StopCallback`` then asks the Trainer to save a checkpoint at the next step boundary and stop;
 ``run_train`` raises ``TrainingInterrupted`` (with the exact ``--resume`` command), which the command
 line prints as one line and exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM).  A second signal
-raises ``KeyboardInterrupt`` at once (no checkpoint; the newest complete one stays valid).
+raises ``KeyboardInterrupt`` at once (no checkpoint; the newest complete one stays valid), unless it
+comes within ``REPEAT_WINDOW_S`` of the first: that is one stop delivered twice (under torchrun a
+Ctrl-C reaches every process from the terminal and again as the launcher's SIGTERM).  Under torchrun
+every learner process stops at the same step (``StopCallback`` agrees on it); the launcher kills its
+processes 30 s after forwarding the signal, so a step that cannot finish and save by then ends without
+a checkpoint and ``--resume`` continues from the previous complete one.
 """
 
 from __future__ import annotations
@@ -12,15 +17,20 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any, Optional
 
 from transformers import TrainerCallback
 
+from training.trainer.distributed import max_over_processes
+
 logger = logging.getLogger(__name__)
 
 #: The signals that stop a run gracefully.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Seconds after the first stop signal in which another one is the same stop, not an abort.
+REPEAT_WINDOW_S = 2.0
 
 
 class TrainingInterrupted(Exception):
@@ -47,11 +57,18 @@ class StopOnSignal:
 
     def __init__(self) -> None:
         self.signum: Optional[int] = None
+        self._received_at: Optional[float] = None  # when this process got its first signal
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
-        if self.signum is not None:
+        now = time.monotonic()
+        if self._received_at is not None:
+            if now - self._received_at < REPEAT_WINDOW_S:
+                return
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: aborting without a checkpoint")
+        self._received_at = now
+        if self.signum is not None:  # the stop another learner process received is under way already
+            return
         self.signum = signum
         logger.warning("%s received: saving a checkpoint at the end of this step, then stopping "
                        "(send it again to abort at once)", signal.Signals(signum).name)
@@ -75,6 +92,10 @@ class StopCallback(TrainerCallback):
         self.stop = stop
 
     def on_step_end(self, args, state, control, **kwargs):
+        # every learner process stops at the same step, whichever of them the signal reached
+        signum = max_over_processes(self.stop.signum or 0)
+        if signum and self.stop.signum is None:
+            self.stop.signum = signum
         if self.stop.signum is not None:
             control.should_save = True
             control.should_training_stop = True

