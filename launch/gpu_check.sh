@@ -3,7 +3,10 @@
 # (configs/model/gpu.yaml) and check it in both seats on held-out seeds, train it with GRPO
 # (configs/train/gpu-embedded.yaml), then evaluate the trained model against its warm start and the
 # scripted Scientists (configs/eval/gpu-embedded.yaml).  Logs and reports are copied to LOG_DIR.
-#   bash launch/gpu_check.sh [build|train|all] [LOG_DIR] [TRAIN KEY=VALUE ...]
+#   bash launch/gpu_check.sh [build|train|engines|all] [LOG_DIR] [TRAIN KEY=VALUE ...]
+# engines: sets up the vLLM environment (launch/setup_vllm.sh) if missing, compares the rollout engines on
+# the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
+# rollout.engine=vllm.
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +33,11 @@ if [[ "$STAGE" == train || "$STAGE" == all ]]; then
   cp runs/gpu-embedded-scientist/metrics.jsonl "$LOGS/"
   "${RL[@]}" eval --config configs/eval/gpu-embedded.yaml "${WANDB_ARGS[@]}" 2>&1 | tee "$LOGS/eval.log"
   cp runs/eval-gpu-embedded/report.md "$LOGS/"
+fi
+if [[ "$STAGE" == engines || "$STAGE" == all ]]; then
+  [ -x .venv-vllm/bin/python ] || bash launch/setup_vllm.sh 2>&1 | tee "$LOGS/setup_vllm.log"
+  "${RL[@]}" bench engines --model "$MODEL_DIR" --episodes 64 --workers 1 2>&1 | tee "$LOGS/engines.log"
+  "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" rollout.engine=vllm \
+    run_name=gpu-embedded-vllm "$@" 2>&1 | tee "$LOGS/train_vllm.log"
+  cp runs/gpu-embedded-vllm/metrics.jsonl "$LOGS/metrics_vllm.jsonl"
 fi

@@ -85,7 +85,8 @@ def _save_fast(tokenizer, out: Path) -> None:
         assert tokenizer.encode(text) == reloaded.encode(text), "stand-in tokenizer ids changed on reload"
 
 
-def build_llama(out: Path) -> Path:
+def build_llama(out: Path, **arch: int) -> Path:
+    """``arch`` overrides the architecture (e.g. ``head_dim=64`` for vLLM's CPU attention)."""
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
@@ -97,7 +98,7 @@ def build_llama(out: Path) -> Path:
     config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
                          bos_token_id=ids["<|begin_of_text|>"], eos_token_id=ids["<|end_of_text|>"],
-                         tie_word_embeddings=False)
+                         tie_word_embeddings=False, **arch)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     model.generation_config = GenerationConfig(

@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 #: Request ``r`` of a seeded batch samples with seed ``sampling.seed * REQUEST_SEED_STRIDE + r``.
 REQUEST_SEED_STRIDE = 100_003
+#: Prompt tokens one engine step may prefill on CPU, where prompts are never split over steps: vLLM 0.32's CPU
+#: backend fails on a seeded request whose prompt is chunked ("CPU Generator does not use offset").
+CPU_BATCHED_TOKENS = 8192
 
 
 def checkpoint_generation_config(path: str, model_config: Any) -> GenerationConfig:
@@ -68,11 +71,13 @@ class VLLMPolicyModel(PolicyModel):
         from vllm import LLM
 
         dtype = str(default_dtype(self.device)).removeprefix("torch.")
+        whole_prompts = dict(enable_chunked_prefill=False,
+                             max_num_batched_tokens=max(self.max_positions, CPU_BATCHED_TOKENS)) if on_cpu else {}
         return LLM(model=self.name_or_path, tokenizer=self.name_or_path, dtype=dtype,
                    max_model_len=self.max_positions, enable_prefix_caching=True,
                    logprobs_mode="processed_logprobs", enforce_eager=self.vllm.enforce_eager or on_cpu,
                    gpu_memory_utilization=self.vllm.gpu_memory_utilization, max_num_seqs=self.vllm.max_num_seqs,
-                   seed=self.sampling.seed or 0)
+                   seed=self.sampling.seed or 0, **whole_prompts)
 
     def request_params(self, sampling: SamplingConfig, n: int) -> list[Any]:
         """One ``SamplingParams`` per request of a batch of ``n`` (greedy when ``do_sample`` is off)."""
