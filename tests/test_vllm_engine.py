@@ -42,6 +42,25 @@ def test_a_missing_or_vllm_less_environment_is_one_line(tmp_path: Path):
     assert "\n" not in str(err.value)
 
 
+def test_the_rollout_correction_reweights_by_the_truncated_sequence_ratio():
+    import torch
+
+    from training.trainer.grpo import mismatch_metrics, mismatch_sums, rollout_correction
+
+    trainer = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, -1.0], [-3.0, -0.1, -0.2]])
+    rollout = torch.tensor([[-1.0, -2.0, -0.5], [-1.2, -1.1, -9.0], [-0.1, -0.1, -0.2]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1]])  # the last token of row 2 is the environment's
+    ratio = rollout_correction(rollout, trainer, mask, clip=2.0)
+    assert ratio.tolist() == pytest.approx([1.0, float(np.exp(0.3)), float(np.exp(-2.9))])
+    assert rollout_correction(rollout, trainer + 2.0, mask, clip=2.0).tolist() == [2.0, 2.0, 2.0]  # truncated
+    roles = ["scientist", "scientist", "lab_manager"]
+    per_process = [mismatch_sums(rollout[:2], trainer[:2], mask[:2], roles[:2]),
+                   mismatch_sums(rollout[2:], trainer[2:], mask[2:], roles[2:])]
+    metrics = mismatch_metrics(per_process)
+    assert metrics["mismatch/scientist/abs_diff"] == pytest.approx(0.3 / 5)  # token-weighted over processes
+    assert metrics["mismatch/lab_manager/abs_diff"] == pytest.approx(2.9 / 3)
+
+
 # -- the engine in Ray workers (slow) -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def vllm_python() -> str:
@@ -135,6 +154,8 @@ def test_training_with_the_vllm_engine(vllm_python: str, vllm_ray: None, llama_s
     rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     gaps = [r["mismatch/scientist/abs_diff"] for r in rows if "mismatch/scientist/abs_diff" in r]
     assert len(gaps) == 2 and max(gaps) < EXACT_NATS, gaps  # step 1 plays weights the learner just changed
+    weights = [r["mismatch/correction_mean"] for r in rows if "mismatch/correction_mean" in r]
+    assert len(weights) == 2 and all(abs(w - 1.0) < 1e-2 for w in weights), weights  # exact: nothing to correct
     changed = [r["train/grad_norm"] for r in rows if "train/grad_norm" in r]
     assert len(changed) == 2
     assert np.isfinite(changed).all()

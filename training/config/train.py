@@ -156,6 +156,10 @@ class GRPOParams(BaseModel):
     gradient_checkpointing: bool = Field(default=False, description=(
         "Recompute activations in the backward pass: less memory, more time (TRL's default is on; it only "
         "pays on large models)."))
+    rollout_correction_clip: Optional[float] = Field(default=2.0, ge=1.0, description=(
+        "Truncated importance-sampling correction of the rollout engine's gap: each episode's advantage is "
+        "multiplied by min(clip, exp(sum over its model tokens of trainer minus rollout log-prob)); about 1 "
+        "when the engine samples exactly what the trainer scores. None turns it off."))
 
     @field_validator("scale_rewards", mode="before")
     @classmethod

@@ -10,6 +10,9 @@ Exact scoring (``ReplicaLabGRPOTrainer``): TRL 1.16 scores completions without p
 an absolute-position model's positions in a left-padded batch; the subclass passes position ids from the
 attention mask, ``disable_dropout`` keeps dropout off, and every step logs how far the trainer's log-probs
 of the sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).
+With ``grpo.rollout_correction_clip`` each episode's advantage is reweighted by its truncated importance
+weight under the trainer's policy (``rollout_correction``; ``mismatch/correction_mean`` and the share
+clipped, ``mismatch/correction_clipped``): about 1 for an exact engine, a guard for one that drifts.
 """
 
 from __future__ import annotations
@@ -157,11 +160,20 @@ def mismatch_metrics(per_process: Sequence[dict[str, tuple[float, float, float]]
     return out
 
 
+def rollout_correction(rollout: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor, clip: float) -> torch.Tensor:
+    """Per episode: ``min(clip, exp(sum over model tokens of trainer - rollout log-prob))``, the truncated
+    importance weight of the trajectory the rollout engine sampled under the trainer's policy."""
+    log_ratio = ((trainer.double() - rollout.double()) * mask).sum(-1)
+    return torch.exp(log_ratio).clamp(max=clip).detach()
+
+
 class ReplicaLabGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that scores with position ids from the attention mask and logs the rollout-vs-trainer
     log-prob mismatch of every generation batch (through ``metric_sink(step, metrics)``)."""
 
     metric_sink = None
+    #: ``grpo.rollout_correction_clip`` (None: advantages are not reweighted).
+    rollout_correction_clip: Optional[float] = None
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
         return super()._get_per_token_logps_and_entropies(
@@ -181,10 +193,19 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
                 trainer, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, ids, attention, output["completion_ids"].size(1))
         local = mismatch_sums(rollout, trainer, mask, [row["role"] for row in inputs])
+        clip = self.rollout_correction_clip
+        if clip is not None:
+            ratio = rollout_correction(rollout, trainer, mask, clip)
+            output["advantages"] = output["advantages"] * ratio.to(output["advantages"].dtype)
+            local["_correction"] = (float(ratio.sum()), float((ratio >= clip).sum()), float(ratio.numel()))
         per_process = gather_to_main(local)  # each learner process scored its own share of the batch
         if per_process is None:
             return output
+        correction = [part.pop("_correction") for part in per_process if "_correction" in part]
         metrics = mismatch_metrics(per_process)
+        if correction:
+            total, clipped, n = (sum(c[i] for c in correction) for i in range(3))
+            metrics.update({"mismatch/correction_mean": total / n, "mismatch/correction_clipped": clipped / n})
         worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
         if worst > MISMATCH_WARN_NATS:
             logger.warning("rollout and trainer log-probs differ by %.3g nats per token (threshold %g): %s",
@@ -334,4 +355,5 @@ def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, log
     )
     validation.trainer = trainer
     trainer.metric_sink = logger.log
+    trainer.rollout_correction_clip = cfg.grpo.rollout_correction_clip
     return trainer
