@@ -62,6 +62,19 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     yield from _forbid_ray_init(item)
 
 
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """One local Ray session (2 CPUs) for the slow tests that use it, started here unless one is up."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    if started:
+        ray.shutdown()
+
+
 def policy_synthetic_examples(n: int = 24) -> list[dict]:
     """Chat prompt/completion examples shaped like the game's (JSON completions), no game needed."""
     examples = []

@@ -37,22 +37,10 @@ FAULT_JOBS = 8
 
 
 # -- rollout workers killed at each moment (real Ray, 2 workers) -----------------------------------
-@pytest.fixture(scope="module")
-def fault_ray() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    if started:
-        ray.shutdown()
-
-
 @pytest.fixture()
-def pool(fault_ray: None, policy_wide_model_dir: Path) -> Iterator:
+def pool(ray_cluster: None, policy_wide_model_dir: Path) -> Iterator:
     from training.config.model import SamplingConfig
-    from training.rollout.backends import RayBackend
+    from training.rollout.ray_backend import RayBackend
 
     backend = RayBackend(str(policy_wide_model_dir), num_workers=2, scientist="policy", lab_manager="scripted",
                          sampling=SamplingConfig(max_new_tokens=16, seed=0), max_rounds=2, max_restarts=2)
@@ -271,7 +259,7 @@ DRIVER = """
 import os, sys, time
 from pathlib import Path
 from training.config.model import SamplingConfig
-from training.rollout.backends import RayBackend
+from training.rollout.ray_backend import RayBackend
 backend = RayBackend(sys.argv[1], num_workers=1, scientist="policy", lab_manager="scripted",
                      sampling=SamplingConfig(max_new_tokens=8), max_rounds=1, session_record=Path(sys.argv[2]))
 print("ready", flush=True)

@@ -22,12 +22,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS  # noqa: E402
 from training.config.model import SamplingConfig  # noqa: E402
-from training.rollout.backends import (  # noqa: E402
-    InProcessBackend,
-    RayBackend,
-    make_backend,
-    shard_jobs,
-)
+from training.rollout.backends import InProcessBackend, make_backend, shard_jobs  # noqa: E402
+from training.rollout.ray_backend import RayBackend  # noqa: E402
 from training.rollout.records import EpisodeJob, RolloutRecord  # noqa: E402
 
 #: Short completions keep every generation step cheap with the tiny model.
@@ -67,18 +63,6 @@ def check_records(jobs: list[EpisodeJob], records: list[RolloutRecord], version:
 def modified_state(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The same weights, visibly changed (deterministic)."""
     return {k: (v + np.float32(0.01) * np.sign(v + 1e-3)).astype(np.float32) for k, v in state.items()}
-
-
-@pytest.fixture(scope="session")
-def rollout_ray() -> Iterator[None]:
-    """One Ray session for the whole test session (started here unless one is already up)."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +121,7 @@ def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
 
 # -- Ray -----------------------------------------------------------------------------------------
 @pytest.mark.slow  # starts Ray
-def test_ray_one_worker_every_job_in_order(rollout_ray: None, rollout_model_dir: Path) -> None:
+def test_ray_one_worker_every_job_in_order(ray_cluster: None, rollout_model_dir: Path) -> None:
     backend = ray_backend(rollout_model_dir, 1)
     try:
         jobs = rollout_jobs(5)
@@ -150,7 +134,7 @@ def test_ray_one_worker_every_job_in_order(rollout_ray: None, rollout_model_dir:
 
 
 @pytest.fixture(scope="module")
-def two_workers(rollout_ray: None, rollout_model_dir: Path) -> Iterator[RayBackend]:
+def two_workers(ray_cluster: None, rollout_model_dir: Path) -> Iterator[RayBackend]:
     backend = ray_backend(rollout_model_dir, 2)
     yield backend
     backend.close()
@@ -242,7 +226,7 @@ def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> Non
 
 
 @pytest.mark.slow  # starts Ray
-def test_bench_two_worker_bound_replays_both_halves_at_once(rollout_ray: None, rollout_model_dir: Path) -> None:
+def test_bench_two_worker_bound_replays_both_halves_at_once(ray_cluster: None, rollout_model_dir: Path) -> None:
     """``bound x2`` replays the recorded calls split in two processes: the same tokens as the bound."""
     from training.bench.rollout import ParallelBound, _Recorder, _replay, bench_jobs
     from training.config.model import SamplingConfig

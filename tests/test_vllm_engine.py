@@ -4,7 +4,6 @@ scores, reload the learner's weights in place every step, and repeat itself give
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -70,18 +69,6 @@ def vllm_python() -> str:
 
 
 @pytest.fixture(scope="module")
-def vllm_ray():
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    yield
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def llama_standin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's Llama-family model (no pad token, its own chat template and sampling extras) with 64-wide
     heads, a size vLLM's CPU attention runs."""
@@ -99,14 +86,14 @@ def _jobs(n: int = 4) -> list:
 
 
 @pytest.mark.slow
-def test_vllm_workers_sample_what_the_trainer_scores_and_reload_weights(vllm_python: str, vllm_ray: None,
+def test_vllm_workers_sample_what_the_trainer_scores_and_reload_weights(vllm_python: str, ray_cluster: None,
                                                                         llama_standin: Path):
     import torch
     from transformers import AutoModelForCausalLM
 
     from training.bench.engines import mismatch
     from training.config.model import SamplingConfig
-    from training.rollout.backends import RayBackend
+    from training.rollout.ray_backend import RayBackend
 
     backend = RayBackend(str(llama_standin), num_workers=1, scientist="policy", lab_manager="scripted",
                          sampling=SamplingConfig(max_new_tokens=24, seed=0), max_rounds=2, engine="vllm",
@@ -137,7 +124,7 @@ def test_vllm_workers_sample_what_the_trainer_scores_and_reload_weights(vllm_pyt
 
 
 @pytest.mark.slow
-def test_training_with_the_vllm_engine(vllm_python: str, vllm_ray: None, llama_standin: Path, tmp_path: Path):
+def test_training_with_the_vllm_engine(vllm_python: str, ray_cluster: None, llama_standin: Path, tmp_path: Path):
     import json
 
     from training.config.train import load_train_config

@@ -55,7 +55,7 @@ def _engine_row(engine: str, model_dir: str, jobs: Sequence[Any], warmup: Sequen
                 scorer: Any) -> dict[str, Any]:
     from training.bench.rollout import model_tokens
     from training.config.model import SamplingConfig, VLLMConfig
-    from training.rollout.backends import RayBackend
+    from training.rollout.ray_backend import RayBackend
     from training.rollout.engines import check_vllm_python, vllm_python
 
     sampling = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=args.max_new_tokens, seed=SAMPLING_SEED)

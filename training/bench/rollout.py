@@ -39,7 +39,8 @@ from replicalab import TRAIN_SEEDS  # noqa: E402
 from replicalab.scenarios import cells  # noqa: E402
 from training.bench import positive_int  # noqa: E402
 from training.config.model import SamplingConfig  # noqa: E402
-from training.rollout.backends import RAY_ENV, InProcessBackend, RayBackend  # noqa: E402
+from training.rollout.backends import RAY_ENV, InProcessBackend  # noqa: E402
+from training.rollout.ray_backend import RayBackend  # noqa: E402
 from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs  # noqa: E402
 
 #: 64 keeps the two-worker bound near 2.5 s on 2 cores, so a few hundred ms of Ray scheduling stays a small

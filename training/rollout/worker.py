@@ -1,6 +1,6 @@
 """``RolloutWorker``: one Ray actor that owns a policy copy, its frozen opponents and its environments.
 
-The driver (``training.rollout.backends.RayBackend``) broadcasts weights with a version number and
+The driver (``training.rollout.ray_backend.RayBackend``) broadcasts weights with a version number and
 sends each worker a contiguous shard of ``EpisodeJob``s; the worker plays them with ``play_jobs`` and
 returns picklable ``RolloutRecord``s tagged with the weights version that produced them.
 
