@@ -156,6 +156,7 @@ def test_two_processes_with_ray_play_and_learn_what_one_plays(reference_run: Pat
     summary = json.loads((run / "summary.json").read_text())
     assert summary["episodes"] == RESUME_STEPS * 2 and summary["learner_processes"] == PROCESSES
     assert "pre-flight placement plan" in done.stderr and "learner rank 1" in done.stderr
+    assert "placement group ready: 1 bundles" in done.stderr  # the one worker sits in the run's reservation
     assert_same_learning(run, reference_run)
 
 
