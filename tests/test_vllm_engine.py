@@ -146,3 +146,16 @@ def test_training_with_the_vllm_engine(vllm_python: str, ray_cluster: None, llam
     changed = [r["train/grad_norm"] for r in rows if "train/grad_norm" in r]
     assert len(changed) == 2
     assert np.isfinite(changed).all()
+
+
+@pytest.mark.slow
+def test_eval_with_the_vllm_engine(vllm_python: str, ray_cluster: None, llama_standin: Path, tmp_path: Path):
+    from training.config.eval import load_eval_config
+    from training.eval.run import run_eval
+
+    cfg = load_eval_config(None, [f"agents=[model:{llama_standin}]", "episodes=2", "templates=[cell_biology]",
+                                  "difficulties=[easy]", "backend=ray", "num_workers=1", "engine=vllm",
+                                  f"vllm.python={vllm_python}", "max_new_tokens=24", "max_rounds=2",
+                                  f"out={tmp_path / 'eval'}", "wandb.mode=disabled"])
+    report = run_eval(cfg, progress=False)
+    assert report["agents"][f"model:{llama_standin}"]["overall"]["episodes"] == 2

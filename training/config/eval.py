@@ -12,6 +12,7 @@ from replicalab.scenarios import cells
 from replicalab.seats import parse_seat
 from replicalab.seeds import SPLITS, split_seeds
 from training.config.loading import ConfigError, load_config, one_line
+from training.config.model import VLLMConfig
 from training.config.train import WandbConfig
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -49,6 +50,10 @@ class EvalConfig(BaseModel):
     backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
         "Where model agents play: inprocess or a pool of Ray workers (scripted agents always play in-process)."))
     num_workers: int = Field(default=2, ge=1, description="Ray workers for model agents (backend=ray).")
+    engine: Literal["hf", "vllm"] = Field(default="hf", description=(
+        "What generates model agents' turns: hf (transformers generate) or vllm (vLLM in each Ray worker, in the "
+        "vLLM environment of launch/setup_vllm.sh; needs backend=ray)."))
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig, description="The vLLM engine (engine=vllm).")
     chat_template: Optional[str] = Field(default=None, description=(
         "Chat template for model agents whose tokenizer has none (a base model): a Jinja file path or a "
         "built-in name (chatml). Used in memory; a tokenizer's own template always wins."))
@@ -86,6 +91,8 @@ class EvalConfig(BaseModel):
                 raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
         split_seeds(self.split, self.episodes, self.seed_offset)  # one-line error naming the valid range
         parse_seat("lab_manager", self.lab_manager)
+        if self.engine == "vllm" and self.backend != "ray":
+            raise ValueError("engine=vllm runs in Ray workers: set backend=ray")
         return self
 
     @property

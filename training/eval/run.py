@@ -71,9 +71,16 @@ def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[Episo
                             max_rounds=cfg.max_rounds, frozen=frozen)
         return [r.log for r in records]
     frozen_specs = [cfg.lab_manager] if cfg.lab_manager.startswith("model:") else []
+    python = None
+    if cfg.engine == "vllm":
+        from training.rollout.engines import check_vllm_python, vllm_python
+
+        python = vllm_python(cfg.vllm)
+        check_vllm_python(python)
     backend = make_backend(cfg.backend, model=model_dir, scientist="policy", lab_manager=cfg.lab_manager,
                            sampling=sampling, max_rounds=cfg.max_rounds, device="auto",
-                           num_workers=cfg.num_workers, frozen=frozen_specs, chat_template=chat_template)
+                           num_workers=cfg.num_workers, frozen=frozen_specs, chat_template=chat_template,
+                           engine=cfg.engine, vllm=cfg.vllm, python=python)
     try:
         return [r.log for r in backend.collect(jobs, sampling_seed=cfg.sampling_seed)]
     finally:
