@@ -141,7 +141,7 @@ def test_training_with_the_vllm_engine(vllm_python: str, ray_cluster: None, llam
     rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     gaps = [r["mismatch/scientist/abs_diff"] for r in rows if "mismatch/scientist/abs_diff" in r]
     assert len(gaps) == 2 and max(gaps) < EXACT_NATS, gaps  # step 1 plays weights the learner just changed
-    weights = [r["mismatch/correction_mean"] for r in rows if "mismatch/correction_mean" in r]
+    weights = [r["rollout_correction/mean"] for r in rows if "rollout_correction/mean" in r]
     assert len(weights) == 2 and all(abs(w - 1.0) < 1e-2 for w in weights), weights  # exact: nothing to correct
     changed = [r["train/grad_norm"] for r in rows if "train/grad_norm" in r]
     assert len(changed) == 2

@@ -11,8 +11,8 @@ an absolute-position model's positions in a left-padded batch; the subclass pass
 attention mask, ``disable_dropout`` keeps dropout off, and every step logs how far the trainer's log-probs
 of the sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).
 With ``grpo.rollout_correction_clip`` each episode's advantage is reweighted by its truncated importance
-weight under the trainer's policy (``rollout_correction``; ``mismatch/correction_mean`` and the share
-clipped, ``mismatch/correction_clipped``): about 1 for an exact engine, a guard for one that drifts.
+weight under the trainer's policy (``rollout_correction``; ``rollout_correction/mean`` and the share
+clipped, ``rollout_correction/clipped``): about 1 for an exact engine, a guard for one that drifts.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
         metrics = mismatch_metrics(per_process)
         if correction:
             total, clipped, n = (sum(c[i] for c in correction) for i in range(3))
-            metrics.update({"mismatch/correction_mean": total / n, "mismatch/correction_clipped": clipped / n})
+            metrics.update({"rollout_correction/mean": total / n, "rollout_correction/clipped": clipped / n})
         worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
         if worst > MISMATCH_WARN_NATS:
             logger.warning("rollout and trainer log-probs differ by %.3g nats per token (threshold %g): %s",
