@@ -1,4 +1,6 @@
 """The learner: ``run`` (``replicalab train``: config -> trained checkpoint), ``grpo`` (the TRL glue, the
 only code that imports trl: a ``rollout_func`` that plays episodes on a rollout backend, callbacks),
-``grad_guard`` (skips non-finite gradient steps) and ``checkpoints`` (finding a run's checkpoints).
+``weights`` (what the workers load each step), ``distributed`` (the learner's processes under torchrun),
+``grad_guard`` (skips non-finite gradient steps), ``checkpoints`` (sealed checkpoints, resume),
+``interrupt`` (stop on a signal) and ``export`` (``final/``).
 """
