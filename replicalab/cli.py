@@ -396,7 +396,13 @@ def _error_line(exc: BaseException) -> str:
         return _one_line(exc)
     if isinstance(exc, OSError) and exc.filename is not None:
         return _one_line(f"{exc.strerror or exc}: {exc.filename}")
-    return _one_line(f"{type(exc).__name__}: {exc}") + " (an unexpected failure; --debug shows the traceback)"
+    cause = getattr(exc, "cause", None)
+    if type(exc).__name__.startswith("RayTaskError") and isinstance(cause, BaseException):  # raised in a worker
+        exc = cause
+        where = "in a Ray worker: "
+    else:
+        where = ""
+    return _one_line(f"{where}{type(exc).__name__}: {exc}") + " (an unexpected failure; --debug shows the traceback)"
 
 
 def main(argv: list[str] | None = None) -> int:
