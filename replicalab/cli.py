@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from replicalab.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
 
@@ -64,24 +65,14 @@ def _agent(role: str, spec: str, seed: int, template: str, difficulty: str, chat
     return scripted_scientist(seat.arg, seed, template, difficulty) if role == "scientist" else None
 
 
-def _check_seat_models(*specs: str) -> None:
-    """Each ``model:DIR`` seat names a usable model (before any model loads); others pass."""
-    from replicalab.seats import MODEL_PREFIX
-
-    models = [spec[len(MODEL_PREFIX):] for spec in specs if spec.startswith(MODEL_PREFIX)]
-    if models:
-        from training.model.default import check_model_path
-
-        for name in models:
-            check_model_path(name)
-
-
 def cmd_play(args: argparse.Namespace) -> int:
     from replicalab.env import ReplicaLabEnv
     from replicalab.episode import run_episode
     from replicalab.transcript import format_episode
 
-    _check_seat_models(args.scientist, args.lab_manager)
+    from training.model.default import check_seat_models
+
+    check_seat_models(args.scientist, args.lab_manager)  # before any model loads
     scientist = _agent("scientist", args.scientist, args.seed, args.template, args.difficulty, args.chat_template)
     lab_manager = _agent("lab_manager", args.lab_manager, args.seed, args.template, args.difficulty,
                          args.chat_template)
@@ -95,7 +86,7 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
     from training.config.loading import load_config
     from training.config.model import DefaultModelConfig
 
-    cfg = _load_config("build-default-model", partial(load_config, DefaultModelConfig), args.config, args.overrides)
+    cfg = _load_config(partial(load_config, DefaultModelConfig), args.config, args.overrides)
     from replicalab.seeds import split_seeds
     from training.errors import UserInputError
 
@@ -122,7 +113,7 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_config(command: str, loader: Callable, path, overrides):
+def _load_config(loader: Callable, path, overrides):
     """A config from YAML + overrides; a config file that is missing, not a file or not YAML raises
     ``UserInputError`` naming it (pydantic's ``ValidationError`` is formatted by ``main``)."""
     import yaml
@@ -138,7 +129,7 @@ def _load_config(command: str, loader: Callable, path, overrides):
         try:
             yaml.safe_load(file.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise UserInputError(f"config file {path} is not valid YAML{_yaml_where(exc)}") from exc
+            raise UserInputError(f"config file {path} is not valid YAML{yaml_where(exc)}") from exc
         except UnicodeDecodeError as exc:
             raise UserInputError(f"config file {path} is not UTF-8 text; give a YAML file") from exc
         except OSError as exc:
@@ -146,20 +137,14 @@ def _load_config(command: str, loader: Callable, path, overrides):
     try:
         return loader(path, overrides)
     except yaml.YAMLError as exc:  # the file parsed above: an override's value is malformed
-        raise UserInputError(f"an override's value is not valid YAML{_yaml_where(exc)}; quote it, e.g. "
+        raise UserInputError(f"an override's value is not valid YAML{yaml_where(exc)}; quote it, e.g. "
                              "'data.templates=[cell_biology]'") from exc
-
-
-def _yaml_where(exc: Exception) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"{where}: {getattr(exc, 'problem', None) or type(exc).__name__}"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from training.config.train import load_train_config
 
-    cfg = _load_config("train", load_train_config, args.config, args.overrides)
+    cfg = _load_config(load_train_config, args.config, args.overrides)
     from training.trainer.distributed import learner_from_env
     from training.trainer.run import print_summary, run_train
 
@@ -186,7 +171,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for key in ("split", "episodes", "out", "backend"):
         if getattr(args, key) is not None:
             overrides.append(f"{key}={getattr(args, key)}")
-    cfg = _load_config("eval", load_eval_config, args.config, overrides)
+    cfg = _load_config(load_eval_config, args.config, overrides)
     _check_eval_inputs(cfg)
     from training.eval.run import run_eval
 
@@ -198,12 +183,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _check_eval_inputs(cfg) -> None:
     """Every ``model:`` agent is a usable model and ``out`` is a directory, before anything loads."""
     from training.errors import UserInputError
-    from training.model.default import check_model_path
+    from training.model.default import check_seat_models
 
-    for role, spec in [*(("scientist", a) for a in cfg.agents), ("lab_manager", cfg.lab_manager)]:
-        seat = parse_seat(role, spec)
-        if seat.kind == MODEL:
-            check_model_path(seat.arg)
+    check_seat_models(*cfg.agents, cfg.lab_manager)
     out = Path(cfg.out).expanduser()
     if out.exists() and not out.is_dir():
         raise UserInputError(f"out={cfg.out} is a file; give a directory for the report")
@@ -215,7 +197,7 @@ def _check_eval_inputs(cfg) -> None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from training.config.sweep import load_sweep_config
 
-    cfg = _load_config("sweep", load_sweep_config, args.config, args.overrides)
+    cfg = _load_config(load_sweep_config, args.config, args.overrides)
     from training.config.train import load_train_config
     from training.trainer.run import check_models
 
@@ -257,10 +239,6 @@ def _add_help_config(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--help-config", action=HelpConfig, nargs=0, default=argparse.SUPPRESS,
                         help="list every config field (key, type, default, description) and exit")
-
-
-class UsageError(Exception):
-    """A command line argparse rejects (unknown option, bad value, missing argument)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -349,27 +327,6 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(logging.INFO)
 
 
-#: Environment variable that, set to a non-empty value other than 0, shows tracebacks like ``--debug``.
-DEBUG_ENV = "REPLICALAB_DEBUG"
-#: Exit statuses: bad input (usage, config, paths), an unexpected failure, Ctrl-C (128 + SIGINT).
-EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
-
-
-def format_validation_error(exc) -> str:
-    """A pydantic ``ValidationError`` as one line: ``dotted.field: message (got VALUE)`` per error."""
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "config"
-        got = err.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}{shown}")
-    return "bad config: " + "; ".join(parts)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """Parse ``argv``; ``KEY=VALUE`` overrides are accepted anywhere after the subcommand (argparse
     leaves those that follow an option such as ``--resume`` unparsed)."""
@@ -384,32 +341,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
-def _error_line(exc: BaseException) -> str:
-    """The one line ``main`` prints for ``exc``."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return format_validation_error(exc)
-    from training.errors import UserInputError
-
-    if isinstance(exc, (UsageError, UserInputError)) or isinstance(getattr(exc, "exit_code", None), int):
-        return _one_line(exc)
-    if isinstance(exc, OSError) and exc.filename is not None:
-        return _one_line(f"{exc.strerror or exc}: {exc.filename}")
-    cause = getattr(exc, "cause", None)
-    if type(exc).__name__.startswith("RayTaskError") and isinstance(cause, BaseException):  # raised in a worker
-        exc = cause
-        where = "in a Ray worker: "
-    else:
-        where = ""
-    return _one_line(f"{where}{type(exc).__name__}: {exc}") + " (an unexpected failure; --debug shows the traceback)"
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand.  Bad input of any kind (arguments, config files and values, model and output
-    paths) exits ``EXIT_USAGE`` with ONE line on stderr (``replicalab <command>: <problem>``); another
-    failure exits ``EXIT_FAILURE`` with one line; Ctrl-C exits ``EXIT_INTERRUPTED``.  ``--debug`` (anywhere)
-    or ``REPLICALAB_DEBUG=1`` shows the traceback instead."""
+    """Run one subcommand.  A failure prints ONE line on stderr (``replicalab <command>: <problem>``) and
+    exits with the status ``replicalab.cli_errors.error_report`` gives it; Ctrl-C exits ``EXIT_INTERRUPTED``.
+    ``--debug`` (anywhere) or ``REPLICALAB_DEBUG=1`` shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
@@ -427,15 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 -- the one place that turns any failure into one line
         if debug:
             raise
-        from training.errors import UserInputError
-
+        line, status = error_report(exc)
         prefix = f"replicalab {command}" if command in COMMANDS else "replicalab"
-        print(f"{prefix}: {_error_line(exc)}", file=sys.stderr)
-        if isinstance(getattr(exc, "exit_code", None), int):  # a run stopped by a signal (TrainingInterrupted)
-            return exc.exit_code
-        usage = (isinstance(exc, (UsageError, UserInputError)) or type(exc).__name__ == "ValidationError"
-                 or (isinstance(exc, OSError) and exc.filename is not None))  # a path the user gave
-        return EXIT_USAGE if usage else EXIT_FAILURE
+        print(f"{prefix}: {line}", file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

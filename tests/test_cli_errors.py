@@ -195,11 +195,12 @@ def test_help_config_still_works(scratch: Path) -> None:
 
 def test_an_error_raised_in_a_ray_worker_is_its_cause_in_one_line() -> None:
     ray_exceptions = pytest.importorskip("ray.exceptions")
-    from replicalab.cli import _error_line
+    from replicalab.cli_errors import EXIT_FAILURE, error_report
 
     remote = ray_exceptions.RayTaskError(
         "RolloutWorkerImpl.collect", "Traceback (most recent call last):\n  File \"play.py\", line 1\nRuntimeError: x",
         RuntimeError("Unsupported CPU attention configuration: head_dim=16")).as_instanceof_cause()
-    line = _error_line(remote)
+    line, status = error_report(remote)
+    assert status == EXIT_FAILURE
     assert line.startswith("in a Ray worker: RuntimeError: Unsupported CPU attention configuration: head_dim=16")
     assert "\n" not in line and "Traceback" not in line

@@ -64,9 +64,15 @@ def load_config(cls: type[ConfigT], path: str | Path | None, overrides: Sequence
 
 
 def one_line(exc: ValidationError) -> str:
-    """A pydantic ``ValidationError`` as one line: ``LOC: MESSAGE`` per error, joined by ``; ``."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
-                     for e in exc.errors())
+    """A pydantic ``ValidationError`` as one line: ``LOC: MESSAGE (got VALUE)`` per error, joined by ``; ``
+    (scalar inputs only are shown)."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "config"
+        got = err.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        parts.append(f"{where}: {err.get('msg', 'invalid').removeprefix('Value error, ')}{shown}")
+    return "; ".join(parts)
 
 
 def save_resolved(cfg: BaseModel, run_dir: str | Path) -> Path:

@@ -107,6 +107,15 @@ def check_model_path(name: str) -> str:
     return name
 
 
+def check_seat_models(*specs: str) -> None:
+    """``check_model_path`` for each ``model:DIR`` seat spec among ``specs`` (other seats pass)."""
+    from replicalab.seats import MODEL_PREFIX
+
+    for spec in specs:
+        if spec.startswith(MODEL_PREFIX):
+            check_model_path(spec[len(MODEL_PREFIX):])
+
+
 def check_build_target(out: Path) -> None:
     """Refuse to build into ``out`` when it is a file, or a non-empty directory that is not a previous
     default-model build (no ``build_info.json``): the build replaces ``out`` and must never delete

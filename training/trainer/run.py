@@ -61,13 +61,10 @@ def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
 
 def check_models(cfg: TrainConfig) -> None:
     """The policy model and every frozen ``model:`` seat exist and hold a model and tokenizer."""
-    from replicalab.seats import MODEL_PREFIX
-    from training.model.default import check_model_path
+    from training.model.default import check_model_path, check_seat_models
 
     check_model_path(cfg.model)
-    for spec in (cfg.seats.scientist, cfg.seats.lab_manager):
-        if spec.startswith(MODEL_PREFIX):
-            check_model_path(spec[len(MODEL_PREFIX):])
+    check_seat_models(cfg.seats.scientist, cfg.seats.lab_manager)
 
 
 def _device(cfg: TrainConfig) -> str:
