@@ -55,14 +55,11 @@ def _engine_row(engine: str, model_dir: str, jobs: Sequence[Any], warmup: Sequen
                 scorer: Any) -> dict[str, Any]:
     from training.bench.rollout import model_tokens
     from training.config.model import SamplingConfig, VLLMConfig
+    from training.rollout.engines import worker_python
     from training.rollout.ray_backend import RayBackend
-    from training.rollout.engines import check_vllm_python, vllm_python
 
     sampling = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=args.max_new_tokens, seed=SAMPLING_SEED)
-    python, version = None, ""
-    if engine == "vllm":
-        python = vllm_python(VLLMConfig())
-        version = check_vllm_python(python)
+    python, label = worker_python(engine, VLLMConfig())
     tick = time.perf_counter()
     backend = RayBackend(model_dir, num_workers=args.workers, scientist="policy", lab_manager="scripted",
                          sampling=sampling, max_rounds=args.max_rounds, engine=engine, python=python)
@@ -80,7 +77,7 @@ def _engine_row(engine: str, model_dir: str, jobs: Sequence[Any], warmup: Sequen
         backend.close()
     mean_diff, max_diff, scored = mismatch(records, scorer, TEMPERATURE)
     tokens = model_tokens(records)
-    return {"engine": engine + (f" {version}" if version else ""), "start_s": start_s, "seconds": best,
+    return {"engine": label, "start_s": start_s, "seconds": best,
             "episodes_per_s": len(records) / best, "tokens_per_s": tokens / best, "tokens": tokens,
             "mean_reward": sum(r.trajectory.reward for r in records) / len(records),
             "mismatch_mean": mean_diff, "mismatch_max": max_diff, "scored_tokens": scored}

@@ -71,12 +71,9 @@ def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[Episo
                             max_rounds=cfg.max_rounds, frozen=frozen)
         return [r.log for r in records]
     frozen_specs = [cfg.lab_manager] if cfg.lab_manager.startswith("model:") else []
-    python = None
-    if cfg.engine == "vllm":
-        from training.rollout.engines import check_vllm_python, vllm_python
+    from training.rollout.engines import worker_python
 
-        python = vllm_python(cfg.vllm)
-        check_vllm_python(python)
+    python, _ = worker_python(cfg.engine, cfg.vllm)
     backend = make_backend(cfg.backend, model=model_dir, scientist="policy", lab_manager=cfg.lab_manager,
                            sampling=sampling, max_rounds=cfg.max_rounds, device="auto",
                            num_workers=cfg.num_workers, frozen=frozen_specs, chat_template=chat_template,

@@ -9,6 +9,7 @@ starts and turns a missing or mismatched environment into one line.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any, Optional
 
 from training.config.model import SamplingConfig, VLLMConfig
 from training.errors import UserInputError
+
+logger = logging.getLogger(__name__)
 
 ENGINES = ("hf", "vllm")
 #: The vLLM environment ``launch/setup_vllm.sh`` makes, relative to the repository root.
@@ -57,6 +60,17 @@ def check_vllm_python(python: str) -> str:
         raise UserInputError(f"rollout.engine=vllm: {python} has Ray {ray_version}, the driver Ray {ray.__version__}; "
                              f"they must match ({fix})")
     return version
+
+
+def worker_python(engine: str, vllm: VLLMConfig) -> tuple[Optional[str], str]:
+    """The interpreter ``engine``'s rollout workers run in (None: this one, for hf; the checked vLLM
+    environment for vllm, ``UserInputError`` when it cannot serve) and the engine's name with its version."""
+    if engine != "vllm":
+        return None, engine
+    python = vllm_python(vllm)
+    version = check_vllm_python(python)
+    logger.info("rollout engine: vLLM %s in %s", version, python)
+    return python, f"vllm {version}"
 
 
 def make_policy(engine: str, model: str, *, sampling: SamplingConfig, device: str,

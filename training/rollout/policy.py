@@ -275,6 +275,10 @@ class PolicyModel:
         if missing - tied:
             raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
         self.model.load_state_dict(tensors, strict=False)
+        self._loaded(version)
+
+    def _loaded(self, version: Optional[int]) -> None:
+        """Record the weights just loaded: ``version``, else the next one."""
         self.weights_version = version if version is not None else self.weights_version + 1
 
     def load_adapter(self, state: Mapping[str, Any], version: Optional[int] = None) -> None:
@@ -290,4 +294,4 @@ class PolicyModel:
         unexpected = getattr(result, "unexpected_keys", [])
         if unexpected:
             raise KeyError(f"unexpected adapter weights: {sorted(unexpected)[:5]}")
-        self.weights_version = version if version is not None else self.weights_version + 1
+        self._loaded(version)

@@ -116,7 +116,7 @@ class VLLMPolicyModel(PolicyModel):
         weights = [(k, v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))) for k, v in state.items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
-        self.weights_version = version if version is not None else self.weights_version + 1
+        self._loaded(version)
 
     def state_numpy(self) -> dict[str, np.ndarray]:
         raise NotImplementedError("a vLLM engine holds fused weights; compare rollouts, not parameters")

@@ -192,19 +192,18 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
             with torch.no_grad():
                 trainer, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, ids, attention, output["completion_ids"].size(1))
-        local = mismatch_sums(rollout, trainer, mask, [row["role"] for row in inputs])
-        clip = self.rollout_correction_clip
+        sums = mismatch_sums(rollout, trainer, mask, [row["role"] for row in inputs])
+        clip, weights = self.rollout_correction_clip, None
         if clip is not None:
             ratio = rollout_correction(rollout, trainer, mask, clip)
             output["advantages"] = output["advantages"] * ratio.to(output["advantages"].dtype)
-            local["_correction"] = (float(ratio.sum()), float((ratio >= clip).sum()), float(ratio.numel()))
-        per_process = gather_to_main(local)  # each learner process scored its own share of the batch
+            weights = (float(ratio.sum()), float((ratio >= clip).sum()), float(ratio.numel()))
+        per_process = gather_to_main((sums, weights))  # each learner process scored its own share of the batch
         if per_process is None:
             return output
-        correction = [part.pop("_correction") for part in per_process if "_correction" in part]
-        metrics = mismatch_metrics(per_process)
-        if correction:
-            total, clipped, n = (sum(c[i] for c in correction) for i in range(3))
+        metrics = mismatch_metrics([part_sums for part_sums, _ in per_process])
+        if clip is not None:
+            total, clipped, n = (sum(part[i] for _, part in per_process) for i in range(3))
             metrics.update({"rollout_correction/mean": total / n, "rollout_correction/clipped": clipped / n})
         worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
         if worst > MISMATCH_WARN_NATS:

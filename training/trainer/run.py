@@ -90,12 +90,9 @@ def _backend(cfg: TrainConfig, model_dir: str, device: str, chat_template: str |
 
     if cfg.rollout.backend != "ray":
         plan_for(ClusterResources.local())
-    python = None
-    if cfg.rollout.engine == "vllm":
-        from training.rollout.engines import check_vllm_python, vllm_python
+    from training.rollout.engines import worker_python
 
-        python = vllm_python(cfg.rollout.vllm)
-        logger.info("rollout engine: vLLM %s in %s", check_vllm_python(python), python)
+    python, _ = worker_python(cfg.rollout.engine, cfg.rollout.vllm)
     frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
     return make_backend(
         cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
