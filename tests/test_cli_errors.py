@@ -204,3 +204,17 @@ def test_an_error_raised_in_a_ray_worker_is_its_cause_in_one_line() -> None:
     assert status == EXIT_FAILURE
     assert line.startswith("in a Ray worker: RuntimeError: Unsupported CPU attention configuration: head_dim=16")
     assert "\n" not in line and "Traceback" not in line
+
+
+def test_a_run_that_stopped_before_it_started_can_be_started_again(tmp_path: Path) -> None:
+    from training.config.train import load_train_config
+    from training.errors import UserInputError
+    from training.trainer.run import check_run_dir
+
+    cfg = load_train_config(TRAIN_CFG, [f"output_dir={tmp_path}", "run_name=r"])
+    cfg.run_dir.mkdir(parents=True)
+    (cfg.run_dir / "config.yaml").write_text("seed: 0\n")  # written, then the plan or vLLM check refused
+    check_run_dir(cfg, resume=False)  # the same command again is fine
+    (cfg.run_dir / "metrics.jsonl").write_text("{}\n")  # a run that got going is never overwritten
+    with pytest.raises(UserInputError, match="pass --resume"):
+        check_run_dir(cfg, resume=False)

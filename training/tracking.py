@@ -25,6 +25,8 @@ EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 #: File in the run directory holding the W&B run id, so a resumed run continues the same W&B run.
 WANDB_ID_FILE = "wandb_run_id"
+#: Where W&B keeps the run's files (``wandb.init(dir=run_dir)`` makes it).
+WANDB_DIRNAME = "wandb"
 #: W&B key of the per-step transcript table.
 TRANSCRIPT_TABLE_KEY = "transcripts"
 logger = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from typing import Any
 from training.config.loading import RESOLVED_CONFIG_NAME, save_resolved
 from training.config.train import TrainConfig
 from training.errors import UserInputError
+from training.tracking import WANDB_DIRNAME, WANDB_ID_FILE
 from training.trainer.checkpoints import CHECKPOINT_PREFIX, checkpoints, resume_checkpoint
 from training.trainer.export import save_final
 
@@ -29,6 +30,10 @@ FINAL_DIR = "final"
 #: The Ray session a run started (driver pid + session name), so the next start can clean up after a
 #: killed driver (``training.rollout.ray_session.clean_stale_session``).
 RAY_SESSION_FILE = "ray_session.json"
+#: What a run writes before its first step (the resolved config, the Ray session record, the W&B run's id and
+#: files): a directory holding nothing else is a run that stopped before anything ran (a refused plan, a
+#: signal while loading) and may be started again.
+BEFORE_START_FILES = (RESOLVED_CONFIG_NAME, RAY_SESSION_FILE, WANDB_ID_FILE, WANDB_DIRNAME)
 #: What ``run_train`` reports as the continuing command when the caller gives none.
 DEFAULT_RESUME_COMMAND = "replicalab train --config CONFIG [the same overrides] --resume"
 
@@ -39,7 +44,8 @@ class RunDirError(UserInputError, FileExistsError):
 
 def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
     """Refuse a run directory that is a file (or under one), a non-empty directory this project did not
-    create (no resolved ``config.yaml``), or, without ``resume``, an earlier run's directory."""
+    create (no resolved ``config.yaml``), or, without ``resume``, an earlier run's directory (one that holds
+    more than ``BEFORE_START_FILES``)."""
     run_dir = Path(cfg.run_dir).expanduser()
     for parent in [run_dir, *run_dir.parents]:
         if parent.exists():
@@ -53,7 +59,7 @@ def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
         raise RunDirError(f"run directory {run_dir} is not empty and was not created by replicalab train "
                           f"(no {RESOLVED_CONFIG_NAME}); refusing to write into it: choose another run_name "
                           "or output_dir")
-    if not resume:
+    if not resume and any(p.name not in BEFORE_START_FILES for p in run_dir.iterdir()):
         what = "checkpoints" if checkpoints(cfg.checkpoints_dir) else "an earlier run's files"
         raise RunDirError(f"{run_dir} already holds {what}; pass --resume to continue it or choose another "
                           "run_name")
@@ -78,7 +84,7 @@ def _device(cfg: TrainConfig) -> str:
 
 
 def _backend(cfg: TrainConfig, model_dir: str, device: str, chat_template: str | None, run_dir: Path,
-             processes: int):
+             processes: int, python: str | None):
     """The main process's rollout backend, placed per the pre-flight plan (printed before any model loads;
     an impossible layout is refused with one line)."""
     from training.rollout.backends import make_backend
@@ -90,9 +96,6 @@ def _backend(cfg: TrainConfig, model_dir: str, device: str, chat_template: str |
 
     if cfg.rollout.backend != "ray":
         plan_for(ClusterResources.local())
-    from training.rollout.engines import worker_python
-
-    python, _ = worker_python(cfg.rollout.engine, cfg.rollout.vllm)
     frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
     return make_backend(
         cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
@@ -134,6 +137,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     chat_template = resolve_chat_template(cfg.chat_template)
     model_dir = validate_model(cfg.model, chat_template=chat_template)
     validate_seats([cfg.seats.scientist, cfg.seats.lab_manager], chat_template=chat_template)
+    from training.rollout.engines import worker_python
+
+    python = run_on_main(lambda: worker_python(cfg.rollout.engine, cfg.rollout.vllm)[0])  # the workers' interpreter
     run_on_main(lambda: save_resolved(cfg, cfg.run_dir))  # creates the run directory
     from training.tracking import NullRunLogger, RunLogger
     from training.trainer.checkpoints import make_manifest_callback
@@ -141,7 +147,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     from training.trainer.interrupt import StopCallback, StopOnSignal, TrainingInterrupted
 
     run_dir = cfg.run_dir
-    backend = run_on_main(lambda: _backend(cfg, model_dir, device, chat_template, run_dir, learner.world_size))
+    backend = run_on_main(lambda: _backend(cfg, model_dir, device, chat_template, run_dir, learner.world_size,
+                                              python))
     start = time.perf_counter()
     try:
         sink = RunLogger(run_dir, cfg, resume=manifest.get("logs", {}) if resume else None) if learner.is_main \
