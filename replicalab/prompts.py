@@ -33,6 +33,7 @@ from replicalab.models import (
     ScientistObservation,
 )
 from replicalab.parsing import field_order, format_action
+from replicalab.render import suggestion_in
 
 PromptObservation = Union[ScientistObservation, LabManagerObservation]
 Messages = list[dict[str, str]]
@@ -217,15 +218,60 @@ def build_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+#: What the Lab Manager's latest turn did, in plain words, by its action type (suggestions are spelled
+#: out field by field by ``_change_lines``).
+_LAB_TURN_TEXT = {
+    "accept": "The lab accepted the plan.",
+    "reject": "The lab rejected the plan and offered no alternative.",
+    "report_feasibility": "The lab reported on the plan and suggested no change.",
+}
+#: How each suggested field other than the technique is named in the plain statement of a suggestion.
+_CHANGE_NOUNS = {"sample_size": "sample size", "controls": "controls", "duration_days": "duration",
+                 "equipment": "equipment", "reagents": "reagents"}
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _change_lines(observation: ScientistObservation) -> list[str]:
+    """What the Lab Manager's latest turn changed, stated plainly (empty unless the latest dialogue
+    entry is the Lab Manager's).  A moved technique is its own sentence, first: the one change after
+    which a Scientist that read the paper may prefer the method the paper cross-checked with.  The
+    other suggested fields are named (their values are in the Lab Manager's message)."""
+    history = observation.conversation_history
+    if not history or history[-1].role != "lab_manager":
+        return []
+    last = history[-1]
+    suggested = suggestion_in(last.message)
+    if last.action_type != "suggest_alternative" or not suggested:
+        text = _LAB_TURN_TEXT.get(last.action_type or "")
+        return [text] if text else []
+    lines = []
+    if "technique" in suggested:
+        plan = observation.current_protocol
+        before = plan.technique if plan is not None else "none"
+        lines.append(f"The lab moved the technique from {before} to {suggested['technique']}.")
+    others = [noun for name, noun in _CHANGE_NOUNS.items() if name in suggested]
+    if others:
+        lines.append(f"The lab {'also ' if lines else ''}changed the {_and(others)}.")
+    return lines
+
+
 def followup_message(observation: PromptObservation, seen: int) -> dict[str, str]:
     """The user message of a later turn in an append-only chat: what happened since the role's
     previous turn (dialogue entries from index ``seen`` on, except the role's own, which the chat
-    already holds as the assistant's reply), the round and the current protocol."""
+    already holds as the assistant's reply), the round and the current protocol, then -- for the
+    Scientist, right before it writes its reply -- what the Lab Manager's latest turn changed, in plain
+    words ("The lab moved the technique from X to Y.", "The lab rejected the plan and offered no
+    alternative.")."""
     role = "scientist" if isinstance(observation, ScientistObservation) else "lab_manager"
     news = [_entry_line(e) for e in observation.conversation_history[seen:] if e.role != role]
+    changes = _change_lines(observation) if isinstance(observation, ScientistObservation) else []
     lines = [*(news or ["(no new messages)"]),
              f"Round {observation.round_number} of {observation.max_rounds}",
              _protocol_line(observation.current_protocol),
+             *changes,
              f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}"]
     return {"role": "user", "content": "\n".join(lines)}
 

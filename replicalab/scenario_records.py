@@ -13,8 +13,9 @@ from functools import lru_cache
 
 from replicalab.models import Protocol
 
-#: The paper method's two structured statements, in this order, each followed by compact JSON:
-#: the orthogonal method the authors cross-checked with, then the published protocol (last).
+#: The paper method's two structured statements, in this order, each followed by a protocol as compact
+#: JSON with the same fields (ScientistAction order): the protocol run with the orthogonal method the
+#: authors cross-checked with, then the published protocol (last).
 CROSS_CHECK_MARKER = "Cross-checked with:"
 PUBLISHED_MARKER = "Published protocol:"
 

@@ -142,3 +142,16 @@ def test_explanations_cite_only_what_the_lab_manager_observes(scientist):
             run_episode(ReplicaLabEnv(), SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty), seat,
                         seed=seed, template=template, difficulty=difficulty)
     assert checked >= len(CELLS) * 4
+
+
+@pytest.mark.parametrize("template, difficulty", [(t, d) for t in TEMPLATES for d in DIFFICULTIES])
+@pytest.mark.parametrize("scientist", ["naive", "adaptive", "reader"])
+def test_no_dead_end_a_scripted_scientist_that_takes_the_labs_offers_agrees(template, difficulty, scientist):
+    """The lab always offers an alternative it can run when the plan fails (it moves on to its next
+    technique when its preferred one cannot fit even one sample), so every scripted Scientist that
+    takes the lab's offers reaches agreement in every cell."""
+    env = ReplicaLabEnv()
+    for seed in HELDOUT_SEEDS[:60]:
+        log = run_episode(env, SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty),
+                          seed=seed, template=template, difficulty=difficulty)
+        assert log.agreement_reached, (scientist, template, difficulty, seed, log.transcript[-1].message)

@@ -196,3 +196,49 @@ def test_trimming_property(history: list[ConversationEntry], budget: int) -> Non
     assert "Gene X silencing" in user and '"technique":"qPCR"' in user
     if _total(messages) > budget:  # only the minimal version may exceed the budget
         assert not history or f"({len(history)} earlier messages omitted)" in user
+
+
+def _scientist_followups(scientist: str, template: str, difficulty: str, seeds: range) -> list[tuple[str, str]]:
+    """(the Lab Manager's latest action type, the Scientist's follow-up message) of scripted episodes."""
+    from training.model.sft_data import record_episode
+
+    out = []
+    for seed in seeds:
+        turns, _, log = record_episode(seed, template, difficulty, scientist=scientist)
+        lab_types = [e.action_type for e in log.transcript if e.role == "lab_manager"]
+        out += [(kind, turn["prompt"][-1]["content"]) for kind, turn in zip(lab_types, turns[1:])]
+    return out
+
+
+@pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
+def test_followup_states_what_the_lab_changed_right_before_the_reply(template: str) -> None:
+    """Every Scientist follow-up ends with a plain statement of the Lab Manager's latest turn and then
+    the reply instruction; a technique move is stated as such exactly when the suggestion moves it."""
+    from replicalab.render import suggestion_in
+
+    for difficulty in ("medium", "hard"):
+        for kind, text in _scientist_followups("adaptive", template, difficulty, range(30)):
+            lines = text.splitlines()
+            assert lines[-1].startswith("Your move as the Scientist.")
+            moved = [line for line in lines if line.startswith("The lab moved the technique from ")]
+            assert bool(moved) == ("technique" in suggestion_in(text)), text
+            statement = {"accept": "The lab accepted the plan.",
+                         "reject": "The lab rejected the plan and offered no alternative.",
+                         "report_feasibility": "The lab reported on the plan and suggested no change."}
+            if kind == "suggest_alternative":
+                assert lines[-2].startswith(("The lab moved the technique", "The lab changed", "The lab also changed"))
+            else:
+                assert lines[-2] == statement[kind]
+            if moved:
+                technique = suggestion_in(text)["technique"]
+                assert moved[0].endswith(f" to {technique}.")
+
+
+def test_followup_of_the_lab_manager_has_no_statement() -> None:
+    """The statement is the Scientist's: the Lab Manager's follow-ups carry only the dialogue."""
+    from training.model.sft_data import record_episode
+
+    for seed in range(10):
+        _, lab_turns, _ = record_episode(seed, "cell_biology", "hard", scientist="reader")
+        for turn in lab_turns[1:]:
+            assert "The lab " not in turn["prompt"][-1]["content"]

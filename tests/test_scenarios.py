@@ -85,8 +85,10 @@ def test_bad_input_lists_valid_choices():
 
 @pytest.mark.parametrize("template, difficulty", CELLS)
 def test_brief_names_the_close_substitute_as_its_cross_check(template, difficulty):
-    """The paper's cross-check method is the hidden reference's closest substitute technique, with its
-    canonical items; where the paper's technique is blocked it is the technique the reference runs."""
+    """The paper's cross-check method is the hidden reference's closest substitute technique, stated as a
+    complete protocol: its canonical items plus the paper's critical items, the paper's sample size and
+    controls, a duration the technique allows; where the paper's technique is blocked it is the
+    technique the reference runs."""
     from replicalab.agents.brief import cross_check_method
     from replicalab.env import ReplicaLabEnv
 
@@ -99,7 +101,11 @@ def test_brief_names_the_close_substitute_as_its_cross_check(template, difficult
         assert method["technique"] == min(costs, key=costs.get)
         technique = s.techniques[method["technique"]]
         assert method["required_equipment"] == [slot[0] for slot in technique.equipment_slots]
-        assert method["required_reagents"] == [slot[0] for slot in technique.reagent_slots]
+        critical = list(s.reference.critical_items)
+        assert method["required_reagents"] == [slot[0] for slot in technique.reagent_slots] + critical
+        paper = s.paper_protocol
+        assert (method["sample_size"], method["controls"]) == (paper.sample_size, paper.controls)
+        assert method["duration_days"] == max(paper.duration_days, technique.min_days)
         if difficulty == "hard":
             assert s.reference_protocol.technique == method["technique"]
 
@@ -115,3 +121,24 @@ def test_brief_states_the_paper_protocol_in_canonical_names():
         brief = published_protocol(obs)
         assert brief["technique"] == p.technique and brief["sample_size"] == p.sample_size
         assert brief["required_reagents"] == p.required_reagents and brief["controls"] == p.controls
+
+
+def test_reader_revises_to_the_cross_check_protocol_as_written():
+    """The reader Scientist's one revision is the brief's cross-check protocol, field for field."""
+    from replicalab.agents.brief import cross_check_method
+    from replicalab.agents.scripted import ReaderScientist
+    from replicalab.env import ReplicaLabEnv
+    from replicalab.episode import run_episode
+
+    env = ReplicaLabEnv()
+    revisions = 0
+    for t in TEMPLATES:
+        for seed in TRAIN_SEEDS[:20]:
+            log = run_episode(env, ReaderScientist(), seed=seed, template=t, difficulty="hard")
+            method = cross_check_method(env.reset(seed, t, "hard").scientist)
+            for turn in log.turns:
+                action = turn.action or {}
+                if turn.role == "scientist" and action.get("action_type") == "revise_protocol":
+                    revisions += 1
+                    assert {k: action[k] for k in method} == method
+    assert revisions > 0

@@ -9,7 +9,6 @@ from replicalab.render import suggestion_in
 from replicalab.scenario_records import CROSS_CHECK_MARKER, PUBLISHED_MARKER
 
 PROTOCOL_FIELDS = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
-CROSS_CHECK_FIELDS = ("technique", "required_equipment", "required_reagents")
 
 
 def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "") -> dict:
@@ -35,10 +34,11 @@ def published_protocol(obs: ScientistObservation) -> dict:
 
 
 def cross_check_method(obs: ScientistObservation) -> dict:
-    """The orthogonal method the paper cross-checked with (technique and its items); empty if none.
+    """The paper's protocol run with the orthogonal method it cross-checked with, as ScientistAction
+    fields (a complete protocol, proposable as written); empty if the brief states none.
 
     The brief states it as ``Cross-checked with: {json}.`` before the published protocol."""
-    return _stated(obs.paper_method, CROSS_CHECK_MARKER, CROSS_CHECK_FIELDS, end_marker=PUBLISHED_MARKER)
+    return _stated(obs.paper_method, CROSS_CHECK_MARKER, PROTOCOL_FIELDS, end_marker=PUBLISHED_MARKER)
 
 
 def last_suggestion(obs: ScientistObservation) -> dict[str, str]:

@@ -19,6 +19,7 @@ ACCEPT = ScientistAction(action_type=SA.ACCEPT)
 #: The opening rationale of the adaptive and reader Scientists.  They open identically, so their
 #: transcripts agree up to the reader's one departure and the opening does not tell them apart.
 OPENING_RATIONALE = "Start from the published protocol."
+CROSS_CHECK_RATIONALE = "Use the paper's cross-check method."
 TRIM_FACTOR = 0.75
 MAX_QUESTION_ROUNDS = 1
 
@@ -37,8 +38,9 @@ class NaiveScientist:
 
 class ReaderScientist:
     """Reads the whole brief: opens like the adaptive Scientist with the paper's protocol; when the Lab
-    Manager suggests moving to another technique, it proposes (once) the paper's protocol run with the
-    orthogonal method the paper cross-checked with instead; otherwise it accepts, like the naive Scientist."""
+    Manager suggests moving to another technique, it proposes (once) the protocol the brief states for the
+    orthogonal method the paper cross-checked with, as written; otherwise it accepts, like the naive
+    Scientist."""
 
     def __init__(self) -> None:
         self.switched = False
@@ -54,11 +56,7 @@ class ReaderScientist:
         if self.switched or not method or not moved or moved == method["technique"]:
             return ACCEPT
         self.switched = True
-        reagents = list(dict.fromkeys(method["required_reagents"] + brief["required_reagents"]))
-        return ScientistAction(
-            action_type=SA.REVISE_PROTOCOL, rationale="Use the paper's cross-check method.",
-            **{**brief, **method, "required_reagents": reagents},
-        )
+        return ScientistAction(action_type=SA.REVISE_PROTOCOL, rationale=CROSS_CHECK_RATIONALE, **method)
 
 
 class AdaptiveScientist:

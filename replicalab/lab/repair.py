@@ -46,39 +46,26 @@ def _runnable(technique: Technique, scenario: Scenario, usable: set[str]) -> boo
     )
 
 
-def _switch(old: Technique | None, scenario: Scenario, usable: set[str], eq: list[str], re: list[str]):
-    """Move the plan to the lab's preferred runnable technique; slot items of the old one are replaced."""
+def _switches(old: Technique | None, scenario: Scenario, usable: set[str], eq: list[str], re: list[str]):
+    """Every move of the plan to a runnable technique, in the lab's order of preference; slot items of
+    the old technique are replaced by the new one's usable options."""
+    old_items = {i for s in (old.equipment_slots + old.reagent_slots) for i in s} if old else set()
     for alt_id in scenario.lab.routine_techniques:
         alt = scenario.techniques[alt_id]
         if old is not None and alt_id == old.id or not _runnable(alt, scenario, usable):
             continue
-        old_items = {i for s in (old.equipment_slots + old.reagent_slots) for i in s} if old else set()
         new_eq = [next(o for o in s if o in usable) for s in alt.equipment_slots]
         new_re = [next(o for o in s if o in usable) for s in alt.reagent_slots]
         new_eq += [i for i in eq if i not in old_items and i not in new_eq]
         new_re += [i for i in re if i not in old_items and i not in new_re]
-        return alt, new_eq, new_re
-    return None
+        yield alt, new_eq, new_re
 
 
-def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
-    """The lab's alternative to ``protocol``, or None when the lab cannot offer one."""
+def _sized(protocol: Protocol, scenario: Scenario, technique: Technique, eq: list[str], re: list[str]) -> Protocol | None:
+    """``protocol`` on ``technique`` with these items, its duration clamped and its sample size trimmed
+    to fit budget and staff; None when not even one sample fits."""
     lab = scenario.lab
     usable = _usable(scenario)
-    eq = [canonical_id(e) for e in protocol.required_equipment]
-    re = [canonical_id(r) for r in protocol.required_reagents]
-    technique = scenario.techniques.get(canonical_id(protocol.technique))
-    swaps = None
-    if technique is not None and technique.id not in lab.banned and technique.min_days <= lab.time_limit_days:
-        swaps = _slot_choices(technique, eq + re, usable)
-    if swaps is None:
-        switched = _switch(technique, scenario, usable, eq, re)
-        if switched is None:
-            return None
-        technique, eq, re = switched
-    else:
-        eq = [swaps.get(i, i) for i in eq]
-        re = [swaps.get(i, i) for i in re]
     eq = list(dict.fromkeys(i for i in eq if i in usable))
     re = list(dict.fromkeys(i for i in re if i in usable))
     days = min(max(protocol.duration_days, technique.min_days), lab.time_limit_days)
@@ -106,3 +93,27 @@ def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
         sample_size=n, controls=list(protocol.controls), technique=technique.id, duration_days=days,
         required_equipment=eq, required_reagents=re, rationale=protocol.rationale,
     )
+
+
+def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
+    """The lab's alternative to ``protocol``, or None when the lab cannot offer one.
+
+    The plan's own technique with unavailable items swapped, if the lab can run it and one sample
+    fits; else the first technique in the lab's order of preference on which one sample fits (so a
+    preferred technique too costly for this budget does not leave the lab without an alternative)."""
+    lab = scenario.lab
+    usable = _usable(scenario)
+    eq = [canonical_id(e) for e in protocol.required_equipment]
+    re = [canonical_id(r) for r in protocol.required_reagents]
+    technique = scenario.techniques.get(canonical_id(protocol.technique))
+    if technique is not None and technique.id not in lab.banned and technique.min_days <= lab.time_limit_days:
+        swaps = _slot_choices(technique, eq + re, usable)
+        if swaps is not None:
+            kept = _sized(protocol, scenario, technique, [swaps.get(i, i) for i in eq], [swaps.get(i, i) for i in re])
+            if kept is not None:
+                return kept
+    for alt, new_eq, new_re in _switches(technique, scenario, usable, eq, re):
+        moved = _sized(protocol, scenario, alt, new_eq, new_re)
+        if moved is not None:
+            return moved
+    return None

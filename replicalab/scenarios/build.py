@@ -10,9 +10,11 @@ feasible reference protocol so that every scenario is solvable:
 - hard:   the paper's technique is blocked (safety rule or missing equipment) and budget and time are
           tight; the lab's preferred alternative is a low-fidelity technique.
 
-The paper's method states the published protocol and the orthogonal method the authors cross-checked
-their readout with (the close substitute of the hidden reference), so a Scientist that reads the brief
-can steer a blocked technique toward the high-fidelity substitute rather than the lab's preference.
+The paper's method states the published protocol and, as a complete protocol a Scientist can propose
+as written, the orthogonal method the authors cross-checked their readout with (the close substitute of
+the hidden reference: its technique, first-option items and the paper's critical items, sample size,
+controls and duration), so a Scientist that reads the brief can steer a blocked technique toward the
+high-fidelity substitute rather than the lab's preference.
 
 All randomness comes from one ``random.Random`` seeded by ``(template, difficulty, seed)``.
 """
@@ -226,8 +228,11 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         "required_equipment": paper.required_equipment, "required_reagents": paper.required_reagents,
     }, separators=(",", ":"))
     close_eq, close_re = _first_options(techniques[t_close])
-    cross_check = json.dumps({"technique": t_close, "required_equipment": close_eq, "required_reagents": close_re},
-                             separators=(",", ":"))
+    cross_check = json.dumps({
+        "sample_size": n0, "controls": controls, "technique": t_close,
+        "duration_days": max(d0, techniques[t_close].min_days),
+        "required_equipment": close_eq, "required_reagents": close_re + list(critical),
+    }, separators=(",", ":"))
     scenario = Scenario(
         seed=seed, template=domain.name, difficulty=difficulty,
         paper_title=rng.choice(domain.title_templates).format(**fmt),

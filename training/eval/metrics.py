@@ -36,6 +36,9 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
       rejected) / all turns; ``episode/parse_failure_rate``: turns with no action / all turns; the same
       two per role as ``by_role/<role>/...``.
     - ``by_difficulty/<d>/reward``, ``by_difficulty/<d>/agreement_rate``, ``by_difficulty/<d>/count``.
+    - ``decision/revise_after_technique_move`` and ``decision/revise_after_other_suggestion``: the share
+      of Scientist turns answering a Lab Manager suggestion that are ``revise_protocol``, split by whether
+      the suggestion moves the technique (``decision_turns``); with their turn counts ``.../count``.
     """
     if not logs:
         return {}
@@ -63,6 +66,12 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
         out[f"by_role/{role}/invalid_action_rate"] = _mean(float(t.error is not None) for t in mine)
         out[f"by_role/{role}/parse_failure_rate"] = _mean(float(t.action is None) for t in mine)
 
+    decisions = [d for log in logs for d in decision_turns(log)]
+    for moved, name in ((True, "technique_move"), (False, "other_suggestion")):
+        revised = [r for m, r in decisions if m == moved]
+        out[f"decision/revise_after_{name}"] = _mean(float(r) for r in revised)
+        out[f"decision/revise_after_{name}/count"] = float(len(revised))
+
     by_difficulty: dict[str, list[EpisodeLog]] = defaultdict(list)
     for log in logs:
         by_difficulty[log.difficulty].append(log)
@@ -70,4 +79,17 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
         out[f"by_difficulty/{difficulty}/reward"] = _mean(log.total_reward for log in group)
         out[f"by_difficulty/{difficulty}/agreement_rate"] = _mean(float(log.agreement_reached) for log in group)
         out[f"by_difficulty/{difficulty}/count"] = float(len(group))
+    return out
+
+
+def decision_turns(log: EpisodeLog) -> list[tuple[bool, bool]]:
+    """(the suggestion moved the technique, the Scientist revised) for every Scientist turn that
+    directly answers a Lab Manager ``suggest_alternative`` in ``log.turns`` (an invalid answer counts
+    as not revising)."""
+    out: list[tuple[bool, bool]] = []
+    for before, turn in zip(log.turns, log.turns[1:]):
+        lab = before.action or {}
+        if before.role != "lab_manager" or turn.role != "scientist" or lab.get("action_type") != "suggest_alternative":
+            continue
+        out.append((bool(lab.get("suggested_technique")), (turn.action or {}).get("action_type") == "revise_protocol"))
     return out
