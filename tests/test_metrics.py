@@ -213,3 +213,20 @@ def test_stratified_bootstrap_resamples_within_cells():
     assert s_low < sum(noisy) / 60 < s_high
     with pytest.raises(ValueError, match="strata"):
         bootstrap_ci(values, 100, strata=cells[:3])
+
+
+def test_decision_metrics_split_revisions_by_what_the_lab_suggested() -> None:
+    """The reader revises after some technique moves and never after other suggestions; naive never revises."""
+    from replicalab.agents import ReaderScientist
+
+    env = ReplicaLabEnv()
+    cells = [(t, "hard") for t in ("cell_biology", "ml_benchmark", "behavioral_psychology")]
+    reader = episode_metrics([run_episode(env, ReaderScientist(), seed=s, template=t, difficulty=d)
+                              for s in range(20) for t, d in cells])
+    naive = episode_metrics([run_episode(env, NaiveScientist(), seed=s, template=t, difficulty=d)
+                             for s in range(20) for t, d in cells])
+    assert reader["decision/revise_after_technique_move"] > 0.5
+    assert reader["decision/revise_after_other_suggestion"] == 0.0
+    assert reader["decision/revise_after_other_suggestion/count"] > 0
+    assert naive["decision/revise_after_technique_move"] == 0.0
+    assert naive["decision/revise_after_technique_move/count"] == 60

@@ -315,3 +315,28 @@ def test_trl_config_scores_at_the_rollout_temperature_without_checkpointing(tmp_
     assert args.per_device_train_batch_size == 8
     on = grpo_config(load_train_config(None, ["grpo.gradient_checkpointing=true"]), tmp_path, use_cpu=True, bf16=False)
     assert on.gradient_checkpointing is True
+
+
+@pytest.mark.parametrize("weights", [{"hard": 3.0}, {"easy": 0.0, "hard": 2.0}, {"medium": 0.5}])
+def test_difficulty_weights_oversample_in_proportion_and_stay_deterministic(weights):
+    from collections import Counter
+
+    cfg = TrainConfig(data={"difficulty_weights": weights}, grpo={"max_steps": 60})
+    n = 9 * 20
+    rows = train_rows(cfg, n)
+    assert rows == train_rows(cfg, n)
+    counts = Counter(r["difficulty"] for r in rows)
+    w = {d: weights.get(d, 1.0) for d in DIFFICULTIES}
+    for d in DIFFICULTIES:
+        assert abs(counts[d] - n * w[d] / sum(w.values())) <= len(TEMPLATES), (counts, w)
+    assert len({r["seed"] for r in rows}) == n
+    hard = [r for r in rows if r["difficulty"] == "hard"]
+    assert {r["template"] for r in hard} == set(TEMPLATES)
+
+
+def test_difficulty_weights_default_keeps_the_plain_cycle_and_bad_weights_fail():
+    cfg = TrainConfig()
+    assert [(r["template"], r["difficulty"]) for r in train_rows(cfg, 9)] == cfg.data.cells
+    for bad in ({"hardest": 1.0}, {"hard": -1.0}, {"easy": 0, "medium": 0, "hard": 0}):
+        with pytest.raises(ValueError):
+            TrainConfig(data={"difficulty_weights": bad})

@@ -191,6 +191,49 @@ class DataConfig(BaseModel):
     seed_offset: int = Field(default=0, ge=0, lt=len(TRAIN_SEEDS), description=(
         f"Training seeds skipped at the start of TRAIN_SEEDS (e.g. to keep seeds used by the warm start out); "
         f"0 <= seed_offset < {len(TRAIN_SEEDS)}."))
+    difficulty_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Relative share of GRPO groups per difficulty (an unlisted difficulty weighs 1.0; {} = every cell "
+            "equally often). The Scientist's one large decision (take the lab's moved technique or revise to "
+            "the paper's cross-check method) occurs only on hard cells, so e.g. {hard: 3} spends 3 of every 5 "
+            "groups there. Cells follow a smooth weighted round-robin: deterministic and evenly spread."),
+    )
+
+    @field_validator("difficulty_weights")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = [k for k in v if k not in DIFFICULTIES]
+        if unknown:
+            raise ValueError(f"difficulty_weights names unknown difficulties {unknown}; valid: {', '.join(DIFFICULTIES)}")
+        negative = {k: w for k, w in v.items() if not w >= 0}
+        if negative:
+            raise ValueError(f"difficulty_weights must be non-negative, got {negative}")
+        return v
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "DataConfig":
+        if not any(self.difficulty_weights.get(d, 1.0) > 0 for d in self.difficulties):
+            raise ValueError("difficulty_weights leave every listed difficulty at weight 0")
+        return self
+
+    def cell_schedule(self, n: int) -> list[tuple[str, str]]:
+        """The cell of each of ``n`` consecutive groups: every cell in turn, or, with
+        ``difficulty_weights``, a smooth weighted round-robin (each cell's share proportional to its
+        difficulty's weight, ties broken in ``cells`` order)."""
+        cells_ = self.cells
+        if not self.difficulty_weights:
+            return [cells_[i % len(cells_)] for i in range(n)]
+        weights = [self.difficulty_weights.get(d, 1.0) for _, d in cells_]
+        total = sum(weights)
+        credit = [0.0] * len(cells_)
+        out = []
+        for _ in range(n):
+            credit = [c + w for c, w in zip(credit, weights)]
+            best = max(range(len(cells_)), key=lambda k: (credit[k], -k))
+            credit[best] -= total
+            out.append(cells_[best])
+        return out
 
     @field_validator("templates", "difficulties")
     @classmethod
@@ -370,7 +413,8 @@ def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
     a larger ``max_steps`` continues the same data order.  Seeds are distinct (an affine permutation of
     ``TRAIN_SEEDS`` after ``cfg.data.seed_offset``, keyed by ``cfg.seed``) and come only from
     ``TRAIN_SEEDS``; roles cycle over ``cfg.seats.trained_roles`` and, for each full cycle of roles, the
-    (template, difficulty) cell advances over ``cfg.data.cells``.
+    (template, difficulty) cell advances along ``cfg.data.cell_schedule`` (every cell in turn unless
+    ``data.difficulty_weights`` oversamples some difficulties).
     """
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
@@ -378,11 +422,12 @@ def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
     if n > room:
         raise ValueError(f"{n} rows need {n} distinct training seeds; seed_offset leaves {room}")
     a, b = _seed_stream(cfg.seed, room) if n else (1, 0)
-    roles, cells = cfg.seats.trained_roles, cfg.data.cells
+    roles = cfg.seats.trained_roles
+    schedule = cfg.data.cell_schedule(-(-n // len(roles)))
     rows = []
     for i in range(n):
         pick = (a * i + b) % room
-        template, difficulty = cells[(i // len(roles)) % len(cells)]
+        template, difficulty = schedule[i // len(roles)]
         seed = check_train_seed(TRAIN_SEEDS[cfg.data.seed_offset + pick])
         rows.append({"seed": seed, "role": roles[i % len(roles)], "template": template, "difficulty": difficulty})
     return rows
