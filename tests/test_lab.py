@@ -155,3 +155,53 @@ def test_no_dead_end_a_scripted_scientist_that_takes_the_labs_offers_agrees(temp
         log = run_episode(env, SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty),
                           seed=seed, template=template, difficulty=difficulty)
         assert log.agreement_reached, (scientist, template, difficulty, seed, log.transcript[-1].message)
+
+
+class _TechniqueOnlyReviser:
+    """Revises once, after the lab moves the technique: the published protocol with only the technique
+    changed to the paper's cross-check method (the old technique's items kept)."""
+
+    def __init__(self) -> None:
+        self.switched = False
+
+    def __call__(self, obs):
+        from replicalab.agents.brief import cross_check_method, last_suggestion, published_protocol
+        from replicalab.models import ScientistAction
+        from replicalab.models import ScientistActionType as SA
+
+        brief = published_protocol(obs)
+        if obs.current_protocol is None:
+            return ScientistAction(action_type=SA.PROPOSE_PROTOCOL, rationale="The paper.", **brief)
+        method = cross_check_method(obs)
+        moved = last_suggestion(obs).get("technique", "")
+        if self.switched or not moved or moved == method["technique"]:
+            return ScientistAction(action_type=SA.ACCEPT)
+        self.switched = True
+        return ScientistAction(action_type=SA.REVISE_PROTOCOL, rationale="Cross-check method.",
+                               **{**brief, "technique": method["technique"]})
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_lab_fits_the_items_of_a_plan_moved_to_another_technique(template):
+    """A plan that names a technique but kept another technique's items gets them replaced by its own
+    technique's: naming the cross-check technique alone gets (nearly) the reader's result on hard cells."""
+    env = ReplicaLabEnv()
+    seeds = HELDOUT_SEEDS[:40]
+    logs = [run_episode(env, _TechniqueOnlyReviser(), seed=s, template=template, difficulty="hard") for s in seeds]
+    reader = [run_episode(env, SCRIPTED_SCIENTISTS["reader"](s, template, "hard"), seed=s, template=template,
+                          difficulty="hard") for s in seeds]
+    mean = lambda xs: sum(x.total_reward for x in xs) / len(xs)  # noqa: E731
+    assert sum(log.agreement_reached for log in logs) >= 0.9 * len(seeds)
+    assert mean(logs) >= mean(reader) - 1.0
+
+
+def test_lab_never_adds_items_to_a_plan_that_left_its_own_out():
+    from replicalab.lab.repair import repair_plan
+
+    for seed in range(20):
+        s = generate_scenario(seed, "cell_biology", "medium")
+        bare = s.paper_protocol.model_copy(update={"required_equipment": [], "required_reagents": []})
+        repaired = repair_plan(bare, s)
+        if repaired is not None:
+            assert not repaired.required_equipment
+            assert not set(repaired.required_reagents)

@@ -3,7 +3,8 @@
 The lab knows which items can stand in for each other within a technique, which techniques it runs
 (in the order it prefers them), prices, staff and the calendar.  It does not know the paper's hidden
 reference, so it never touches controls and never adds an item the Scientist left out of its own
-technique; it swaps unavailable items, switches a technique the lab cannot run, clamps the duration
+technique (but replaces the items of another technique a plan kept after changing its technique by its
+own technique's); it swaps unavailable items, switches a technique the lab cannot run, clamps the duration
 and trims the sample size to fit budget and staff, shortening the schedule (down to the
 technique's minimum) before cutting the sample size below SAMPLE_FLOOR_FRACTION of what was proposed.
 """
@@ -95,6 +96,23 @@ def _sized(protocol: Protocol, scenario: Scenario, technique: Technique, eq: lis
     )
 
 
+def _refit(technique: Technique, scenario: Scenario, usable: set[str], eq: list[str], re: list[str]):
+    """The plan's items fitted to its own technique when it lists items only other techniques use (a
+    plan moved to another technique that kept the old one's items): those are replaced by the usable
+    options of the technique's slots that no listed item fills.  A plan without such items is returned
+    unchanged (the lab never adds to a plan that left its own items out)."""
+    own = {i for s in technique.equipment_slots + technique.reagent_slots for i in s}
+    other = {i for t in scenario.techniques.values() for s in t.equipment_slots + t.reagent_slots for i in s} - own
+    if not other.intersection(eq + re):
+        return eq, re
+
+    def fill(slots: tuple[tuple[str, ...], ...], listed: list[str]) -> list[str]:
+        chosen = [next((i for i in listed if i in s), None) or next((o for o in s if o in usable), s[0]) for s in slots]
+        return chosen + [i for i in listed if i not in other and i not in chosen]
+
+    return fill(technique.equipment_slots, eq), fill(technique.reagent_slots, re)
+
+
 def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
     """The lab's alternative to ``protocol``, or None when the lab cannot offer one.
 
@@ -107,6 +125,7 @@ def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
     re = [canonical_id(r) for r in protocol.required_reagents]
     technique = scenario.techniques.get(canonical_id(protocol.technique))
     if technique is not None and technique.id not in lab.banned and technique.min_days <= lab.time_limit_days:
+        eq, re = _refit(technique, scenario, usable, eq, re)
         swaps = _slot_choices(technique, eq + re, usable)
         if swaps is not None:
             kept = _sized(protocol, scenario, technique, [swaps.get(i, i) for i in eq], [swaps.get(i, i) for i in re])
