@@ -33,7 +33,7 @@ from replicalab.models import (
     ScientistObservation,
 )
 from replicalab.parsing import field_order, format_action
-from replicalab.render import suggestion_in
+from replicalab.render import render_protocol, suggestion_in
 
 PromptObservation = Union[ScientistObservation, LabManagerObservation]
 Messages = list[dict[str, str]]
@@ -132,9 +132,12 @@ def _items(values: list[str]) -> str:
     return ", ".join(values) if values else "none"
 
 
-def _protocol_line(protocol: Protocol | None) -> str:
+def _protocol_line(protocol: Protocol | None, *, plain: bool = False) -> str:
+    """The current protocol as JSON, or (``plain``) in the dialogue's ``technique=...; ...`` form."""
     if protocol is None:
         return "Current protocol: none yet"
+    if plain:
+        return f"Current protocol: {render_protocol(protocol)}"
     return "Current protocol: " + json.dumps(
         protocol.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")
     )
@@ -264,13 +267,19 @@ def followup_message(observation: PromptObservation, seen: int) -> dict[str, str
     already holds as the assistant's reply), the round and the current protocol, then -- for the
     Scientist, right before it writes its reply -- what the Lab Manager's latest turn changed, in plain
     words ("The lab moved the technique from X to Y.", "The lab rejected the plan and offered no
-    alternative.")."""
+    alternative.").
+
+    The Scientist's follow-up names the current protocol in the dialogue's plain form, not as JSON:
+    its chat already holds that protocol as its own JSON reply, and the only protocols written as JSON
+    in its chat stay the brief's two and its own, so a model copying a protocol field by field has
+    few places to copy from."""
     role = "scientist" if isinstance(observation, ScientistObservation) else "lab_manager"
     news = [_entry_line(e) for e in observation.conversation_history[seen:] if e.role != role]
-    changes = _change_lines(observation) if isinstance(observation, ScientistObservation) else []
+    scientist = isinstance(observation, ScientistObservation)
+    changes = _change_lines(observation) if scientist else []
     lines = [*(news or ["(no new messages)"]),
              f"Round {observation.round_number} of {observation.max_rounds}",
-             _protocol_line(observation.current_protocol),
+             _protocol_line(observation.current_protocol, plain=scientist),
              *changes,
              f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}"]
     return {"role": "user", "content": "\n".join(lines)}
