@@ -10,7 +10,10 @@ the naive Scientist's on the same seed and cell.  pass@k is the unbiased estimat
 the chance that the best of k samples beats naive, i.e. whether GRPO's groups of k hold an episode worth
 learning from.  It also prints the decision: how often the model revises right after the Lab Manager
 moves the technique vs after other suggestions, how many of those revisions run the paper's
-cross-check technique and how many are the brief's cross-check protocol as written.
+cross-check technique and how many are the brief's cross-check protocol as written.  Last, the move's
+factors on the reader Scientist's own technique-move turns (teacher-forced, the same seeds): the mean
+probability of ``"revise_protocol"`` as the action type, of the ``,`` that continues it, of the cross-check
+technique after ``"technique":`` and of its first item after ``"required_equipment":[``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import statistics
 import time
 
 KS = (1, 4, 16)
+#: The tokens after which the move's factors are read, in order of appearance in the reader's revision.
+FACTOR_KEYS = ('"action_type":', '"revise_protocol"', '"technique":', '"required_equipment":[')
+FACTOR_NAMES = ("revise", "continue the JSON", "cross-check technique", "its first equipment")
 #: Episodes per batched ``play_jobs`` call (bounds the KV cache of one generation).
 CHUNK = 96
 
@@ -108,6 +114,39 @@ def main() -> None:
         print(f"  revise rate {label:<24} {rate:.3f} over {len(values)} turns")
     print(f"  episodes revising after a technique move: {revisions_after_move}; to the cross-check technique "
           f"{to_technique}; the cross-check protocol as written {as_written}")
+    factors = move_factors(policy, seed_list, TEMPLATES)
+    print("  the reader's move, teacher-forced: " + "; ".join(
+        f"P({name}) {statistics.fmean(v):.3f}" for name, v in factors.items() if v)
+        + f" over {len(factors[FACTOR_NAMES[0]])} turns")
+
+
+def move_factors(policy, seed_list: list[int], templates) -> dict[str, list[float]]:
+    """Teacher-forced probability of each step of the reader's revision (``FACTOR_NAMES``) at its
+    technique-move turns on the hard cells of ``seed_list``."""
+    import torch
+
+    from training.model.sft_data import follows_technique_move, record_episode
+
+    tok, model = policy.tokenizer, policy.model
+    out: dict[str, list[float]] = {name: [] for name in FACTOR_NAMES}
+    for seed in seed_list:
+        for template in templates:
+            turns, _, _ = record_episode(seed, template, "hard", scientist="reader")
+            for turn in turns[1:]:
+                target = turn["completion"][0]["content"]
+                if not follows_technique_move(turn) or '"revise_protocol"' not in target:
+                    continue
+                prompt = policy.encode_chat(turn["prompt"])
+                ids = tok.encode(target, add_special_tokens=False)
+                pieces = [tok.decode([i]) for i in ids]
+                with torch.no_grad():
+                    logits = model(torch.tensor([prompt + ids], device=model.device)).logits[0]
+                probs = logits.float().softmax(-1)
+                for name, key in zip(FACTOR_NAMES, FACTOR_KEYS):
+                    if key in pieces:
+                        k = pieces.index(key) + 1
+                        out[name].append(probs[len(prompt) + k - 1, ids[k]].item())
+    return out
 
 
 if __name__ == "__main__":
