@@ -63,9 +63,7 @@ def main() -> None:
     from training.rollout.records import EpisodeJob
 
     torch.set_num_threads(int(os.environ.get("REPLICALAB_TORCH_THREADS", "2")))
-    split = getattr(seeds, "VALIDATION_SEEDS", None)
-    name = "validation" if split is not None else "held-out"
-    split = split if split is not None else seeds.HELDOUT_SEEDS
+    split, name = seeds.VALIDATION_SEEDS, "validation"
     seed_list = list(split[: args.seeds])
     cells = [(t, "hard") for t in TEMPLATES]
     env = ReplicaLabEnv()

@@ -8,6 +8,7 @@ import pytest
 from replicalab import (
     DIFFICULTIES,
     TEMPLATES,
+    VALIDATION_SEEDS,
     TEST_SEEDS,
     ReplicaLabEnv,
     generate_scenario,
@@ -151,7 +152,7 @@ def test_no_dead_end_a_scripted_scientist_that_takes_the_labs_offers_agrees(temp
     technique when its preferred one cannot fit even one sample), so every scripted Scientist that
     takes the lab's offers reaches agreement in every cell."""
     env = ReplicaLabEnv()
-    for seed in HELDOUT_SEEDS[:60]:
+    for seed in VALIDATION_SEEDS[:60]:
         log = run_episode(env, SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty),
                           seed=seed, template=template, difficulty=difficulty)
         assert log.agreement_reached, (scientist, template, difficulty, seed, log.transcript[-1].message)
@@ -186,7 +187,7 @@ def test_lab_fits_the_items_of_a_plan_moved_to_another_technique(template):
     """A plan that names a technique but kept another technique's items gets them replaced by its own
     technique's: naming the cross-check technique alone gets (nearly) the reader's result on hard cells."""
     env = ReplicaLabEnv()
-    seeds = HELDOUT_SEEDS[:40]
+    seeds = VALIDATION_SEEDS[:40]
     logs = [run_episode(env, _TechniqueOnlyReviser(), seed=s, template=template, difficulty="hard") for s in seeds]
     reader = [run_episode(env, SCRIPTED_SCIENTISTS["reader"](s, template, "hard"), seed=s, template=template,
                           difficulty="hard") for s in seeds]
