@@ -32,6 +32,7 @@ from replicalab.models import (
     ScientistActionType,
     ScientistObservation,
 )
+from replicalab.agents.brief import cross_check_revision
 from replicalab.parsing import field_order, format_action
 from replicalab.render import render_protocol, suggestion_in
 
@@ -228,6 +229,9 @@ _LAB_TURN_TEXT = {
     "reject": "The lab rejected the plan and offered no alternative.",
     "report_feasibility": "The lab reported on the plan and suggested no change.",
 }
+#: Opens the reply spelled out after the lab moves the technique to one that is not the brief's
+#: cross-check method: the revision to the cross-check protocol as written (accepting needs no spelling).
+RUN_CROSS_CHECK = "To run the paper's cross-check method instead, reply"
 #: How each suggested field other than the technique is named in the plain statement of a suggestion.
 _CHANGE_NOUNS = {"sample_size": "sample size", "controls": "controls", "duration_days": "duration",
                  "equipment": "equipment", "reagents": "reagents"}
@@ -258,6 +262,9 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
     others = [noun for name, noun in _CHANGE_NOUNS.items() if name in suggested]
     if others:
         lines.append(f"The lab {'also ' if lines else ''}changed the {_and(others)}.")
+    revision = cross_check_revision(observation) if "technique" in suggested else None
+    if revision is not None and revision.technique != suggested["technique"]:
+        lines.append(f"{RUN_CROSS_CHECK} {format_action(revision)}")
     return lines
 
 

@@ -80,7 +80,7 @@ def suggestion_in(message: str) -> dict[str, str]:
     if not found:
         return {}
     out: dict[str, str] = {}
-    for part in tail.split("; "):
+    for part in tail.split("\n", 1)[0].split("; "):  # a suggestion ends its line
         name, eq, value = part.partition("=")
         if eq and name in SUGGESTION_FIELDS:
             out[name] = value

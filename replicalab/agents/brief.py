@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import json
 
-from replicalab.models import ScientistObservation
+from replicalab.models import ScientistAction, ScientistActionType, ScientistObservation
 from replicalab.render import suggestion_in
 from replicalab.scenario_records import CROSS_CHECK_MARKER, PUBLISHED_MARKER
 
+#: The rationale of a revision to the brief's cross-check protocol.
+CROSS_CHECK_RATIONALE = "Use the paper's cross-check method."
 PROTOCOL_FIELDS = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
 
 
-def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "") -> dict:
-    """The JSON object stated after ``marker`` (up to ``end_marker`` and its trailing period, or to the
-    end), if it has exactly ``fields``; else empty."""
+def _statement(text: str, marker: str, end_marker: str = "") -> str:
+    """The text stated after ``marker`` (up to ``end_marker`` and the period before it, or to the end),
+    verbatim; empty when ``marker`` (or ``end_marker``) is not in ``text``."""
     start = text.find(marker)
     end = text.find(end_marker, start) if end_marker else len(text)
     if start < 0 or end < 0:
-        return {}
+        return ""
     body = text[start + len(marker):end].strip()
+    return body.removesuffix(".") if end_marker else body
+
+
+def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "") -> dict:
+    """The JSON object stated after ``marker`` (see ``_statement``), if it has exactly ``fields``; else empty."""
+    body = _statement(text, marker, end_marker)
+    if not body:
+        return {}
     try:
-        stated = json.loads(body.removesuffix(".") if end_marker else body)
+        stated = json.loads(body)
     except ValueError:
         return {}
     return stated if isinstance(stated, dict) and set(stated) == set(fields) else {}
@@ -39,6 +49,14 @@ def cross_check_method(obs: ScientistObservation) -> dict:
 
     The brief states it as ``Cross-checked with: {json}.`` before the published protocol."""
     return _stated(obs.paper_method, CROSS_CHECK_MARKER, PROTOCOL_FIELDS, end_marker=PUBLISHED_MARKER)
+
+
+def cross_check_revision(obs: ScientistObservation) -> ScientistAction | None:
+    """The revision to the brief's cross-check protocol as written (``cross_check_method`` with
+    ``CROSS_CHECK_RATIONALE``); None when the brief states none."""
+    method = cross_check_method(obs)
+    return ScientistAction(action_type=ScientistActionType.REVISE_PROTOCOL, rationale=CROSS_CHECK_RATIONALE,
+                           **method) if method else None
 
 
 def last_suggestion(obs: ScientistObservation) -> dict[str, str]:

@@ -6,7 +6,7 @@ import random
 from typing import Callable
 
 from replicalab.agents.brief import (
-    cross_check_method,
+    cross_check_revision,
     last_lab_manager_action,
     last_suggestion,
     published_protocol,
@@ -19,7 +19,6 @@ ACCEPT = ScientistAction(action_type=SA.ACCEPT)
 #: The opening rationale of the adaptive and reader Scientists.  They open identically, so their
 #: transcripts agree up to the reader's one departure and the opening does not tell them apart.
 OPENING_RATIONALE = "Start from the published protocol."
-CROSS_CHECK_RATIONALE = "Use the paper's cross-check method."
 TRIM_FACTOR = 0.75
 MAX_QUESTION_ROUNDS = 1
 
@@ -51,12 +50,12 @@ class ReaderScientist:
             return ScientistAction(
                 action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **brief
             )
-        method = cross_check_method(obs)
+        revision = cross_check_revision(obs)
         moved = last_suggestion(obs).get("technique", "")
-        if self.switched or not method or not moved or moved == method["technique"]:
+        if self.switched or revision is None or not moved or moved == revision.technique:
             return ACCEPT
         self.switched = True
-        return ScientistAction(action_type=SA.REVISE_PROTOCOL, rationale=CROSS_CHECK_RATIONALE, **method)
+        return revision
 
 
 class AdaptiveScientist:

@@ -21,7 +21,10 @@ Layout (residual width ``d``, one head per layer used, ``head_dim`` >= 32):
   ``rope_theta`` makes plentiful), so the score is high where the previous token equals the current
   one; its value is the embedding of the attended token through every dim of the head (values are
   not rotated), written back into E at ``copy_scale`` times an embedding's size, so the tied
-  unembedding predicts that token;
+  unembedding predicts that token; a constant query and key in one free RoPE pair add a *recency*
+  term ``-a sin(distance x frequency)`` to its scores (the pair's frequency chosen so that stays
+  monotone over ``COPY_REACH``), so of several matches the latest weighs most: ``recency_score`` nats
+  over ``COPY_REACH`` tokens;
 - every other head's output projection and every MLP's down projection start at zero (they learn
   from the first step), and the final norm's weight ``logit_gain`` makes the copy confident.
 """
@@ -39,12 +42,23 @@ PREV_TOKEN_PAIRS = 8
 COPY_REACH = 1024
 #: Largest rotation (radians) a content dim may accumulate over ``COPY_REACH`` tokens.
 MAX_CONTENT_ROTATION = 0.5
+#: Largest rotation (radians) of the recency pair over ``COPY_REACH`` tokens (below pi/2: monotone).
+MAX_RECENCY_ROTATION = 1.0
 
 
 def content_pairs(head_dim: int, rope_theta: float) -> list[int]:
     """RoPE pair indices whose rotation over ``COPY_REACH`` tokens stays under ``MAX_CONTENT_ROTATION``."""
     half = head_dim // 2
     return [j for j in range(half) if COPY_REACH * rope_theta ** (-2 * j / head_dim) <= MAX_CONTENT_ROTATION]
+
+
+def recency_pair(head_dim: int, rope_theta: float) -> int | None:
+    """The fastest RoPE pair outside the previous-token and content pairs that rotates at most
+    ``MAX_RECENCY_ROTATION`` over ``COPY_REACH`` tokens (None if there is none)."""
+    content = set(content_pairs(head_dim, rope_theta))
+    free = [j for j in range(PREV_TOKEN_PAIRS, head_dim // 2) if j not in content
+            and COPY_REACH * rope_theta ** (-2 * j / head_dim) <= MAX_RECENCY_ROTATION]
+    return free[0] if free else None
 
 
 def circuit_sizes(config) -> dict[str, int]:
@@ -62,12 +76,13 @@ def _semi_orthogonal(rows: int, cols: int, generator: torch.Generator) -> torch.
 @torch.no_grad()
 def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: float = 0.1,
                       prev_score: float = 12.0, match_score: float = 30.0, copy_scale: float = 3.0,
-                      logit_gain: float = 3.0) -> dict[str, int]:
+                      logit_gain: float = 3.0, recency_score: float = 0.0) -> dict[str, int]:
     """Write the copy circuit into ``model`` (freshly initialised; at least 2 layers).
 
     ``prev_score``: softmax margin of the previous-token head's offset-1 peak over its neighbours;
     ``match_score``: induction score of an exact match; ``copy_scale``: size of the copied embedding
-    relative to an embedding; ``logit_gain``: final-norm weight.  Returns the sizes used.
+    relative to an embedding; ``logit_gain``: final-norm weight; ``recency_score``: how much (nats) the
+    induction head prefers a match ``COPY_REACH`` tokens nearer (0: no preference).  Returns the sizes used.
     """
     cfg = model.config
     d, hd = cfg.hidden_size, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -134,6 +149,16 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
     attn1.q_proj.weight[content[:, None], e_dims[None, :]] = scale * code_matrix
     attn1.k_proj.weight[:hd].zero_()
     attn1.k_proj.weight[content[:, None], p_dims[None, :]] = scale * torch.eye(code)
+    pair = recency_pair(hd, theta)
+    if recency_score and pair is None:
+        raise ValueError(f"no free RoPE pair for the copy circuit's recency term (head_dim {hd}, rope_theta {theta:g})")
+    if recency_score:
+        freq = theta ** (-2 * pair / hd)
+        attn1.q_proj.bias[:hd].zero_()
+        attn1.k_proj.bias[:hd].zero_()
+        # score(delta) = q . R(delta) k with q = (0, b), k = (1, 0): -b sin(delta * freq)
+        attn1.q_proj.bias[pair + half] = recency_score * math.sqrt(hd) / math.sin(COPY_REACH * freq)
+        attn1.k_proj.bias[pair] = 1.0
     attn1.v_proj.weight[:hd].zero_()
     attn1.v_proj.weight[:hd, e_dims] = value_matrix
     delta = copy_scale * emb_norm / (mixed_norm * math.sqrt(value_rank / len(e_dims)))

@@ -153,7 +153,7 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
     if arch.copy_circuit:
         from training.model.copy_circuit import wire_copy_circuit
 
-        wire_copy_circuit(model, seed=cfg.sft.seed, copy_scale=arch.copy_scale)
+        wire_copy_circuit(model, seed=cfg.sft.seed, copy_scale=arch.copy_scale, recency_score=arch.copy_recency)
     model.generation_config = GenerationConfig(
         eos_token_id=[eos_id], pad_token_id=pad_id, bos_token_id=None, do_sample=False,
         max_new_tokens=cfg.max_new_tokens,
@@ -214,7 +214,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
         losses.append(f"loss on all tokens of the {' and '.join(roles) or 'no'} chats, "
                       "on the assistant turns of the others")
         _say(progress, f"SFT phase 1: {cfg.sft.lm_steps} steps, {losses[0]}")
-        lm_rows = [lm_phase_row(row, role in roles) for (role, _), row in zip(labelled, rows)]
+        lm_rows = [lm_phase_row(row, role in roles and "messages" in ex) for (role, ex), row in zip(labelled, rows)]
         phases.append(run_sft(model, tokenizer, lm_rows, cfg.sft, max_length=max_len,
                               max_steps=cfg.sft.lm_steps, completion_only=True, progress=progress))
     losses.append("loss on the assistant turns")
@@ -260,7 +260,9 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
                       decision_turn_repeats: int = 0) -> list[tuple[str, dict]]:
     """(role, example): one whole-chat example per recorded seat and episode (both seats interleaved),
     plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)
-    and ``decision_turn_repeats`` of every Scientist turn that answers a move to another technique."""
+    and ``decision_turn_repeats`` of every Scientist turn that answers a move to another technique.
+    A decision copy is a prompt/completion example (the chat so far, then the reply): its loss is on
+    that reply alone, in both phases, so the copies train the decision rather than the opening again."""
     from training.model.sft_data import (
         conversation_example,
         follows_technique_move,
@@ -273,7 +275,7 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
                    for role, x in (("scientist", scientist), ("lab_manager", lab_manager)) if i < len(x))
     for _ in range(first_turn_repeats):
         out.extend(("scientist", turn_example(t, 0)) for t in scientist)
-    decisions = [turn_example(t, k) for t in scientist for k in range(1, len(t)) if follows_technique_move(t[k])]
+    decisions = [t[k] for t in scientist for k in range(1, len(t)) if follows_technique_move(t[k])]
     for _ in range(decision_turn_repeats):
         out.extend(("scientist", ex) for ex in decisions)
     return out

@@ -23,6 +23,7 @@ from training.config.train import TrainConfig
 from training.errors import UserInputError
 from training.tracking import WANDB_DIRNAME, WANDB_ID_FILE
 from training.trainer.checkpoints import CHECKPOINT_PREFIX, checkpoints, resume_checkpoint
+from training.trainer.curve import CURVE_PNG, learning_curve, plot_learning_curve
 from training.trainer.export import save_final
 
 logger = logging.getLogger(__name__)
@@ -175,6 +176,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
             if not learner.is_main:
                 return {"rank": learner.rank}
             sink.log_artifact(final, name=f"{cfg.run_name}-final", type="model")
+            curve = plot_learning_curve(learning_curve(run_dir), run_dir / CURVE_PNG)
             summary = {
                 "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
                 "resumed_from": str(checkpoint) if checkpoint else None,
@@ -182,6 +184,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                 "episodes": trainer.rollout_func.episodes_played - episodes_before,
                 "worker_restarts": getattr(backend, "restarts", 0),
                 "learner_processes": learner.world_size,
+                "learning_curve": str(curve) if curve else None,
             }
             sink.summary(summary)
     finally:

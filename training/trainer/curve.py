@@ -1,0 +1,110 @@
+"""The learning curve of a run, read back from its ``metrics.jsonl``.
+
+``learning_curve(run_dir)`` merges the rows of each step into one and keeps the curves a user looks at
+first: the training episodes' mean reward and hard-cell reward, and the Scientist's decision -- how often
+it revises right after the Lab Manager moves the technique vs after other suggestions -- plus the periodic
+validation reward.  ``curve_table`` prints them in windows of steps (episode-weighted means), and
+``plot_learning_curve`` draws them (``learning_curve.png`` in the run directory at the end of a run).
+Pure file reading; matplotlib only in the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from training.tracking import METRICS_FILE
+
+#: (metrics key, column title, key of its count: the weight of a window mean) for each curve.
+CURVES: tuple[tuple[str, str, str], ...] = (
+    ("reward/mean", "reward", "episode/count"),
+    ("by_difficulty/hard/reward", "hard-cell reward", "by_difficulty/hard/count"),
+    ("decision/revise_after_technique_move", "revise after technique move",
+     "decision/revise_after_technique_move/count"),
+    ("decision/revise_after_other_suggestion", "revise after other suggestion",
+     "decision/revise_after_other_suggestion/count"),
+)
+#: The validation check's reward (logged every ``validation.every_steps``).
+VALIDATION_REWARD = "val/reward/mean"
+CURVE_PNG = "learning_curve.png"
+
+
+def learning_curve(run_dir: Path | str) -> list[dict[str, float]]:
+    """One dict per logged step (``{"step", <metric>: value}``, the step's rows merged), in step order;
+    empty when the run has no metrics yet."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return []
+    steps: dict[int, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        steps.setdefault(int(row["step"]), {"step": int(row["step"])}).update(
+            {k: v for k, v in row.items() if isinstance(v, (int, float))})
+    return [steps[s] for s in sorted(steps)]
+
+
+def _window_mean(rows: list[dict[str, float]], key: str, count_key: str) -> float:
+    pairs = [(r[key], r.get(count_key, 1.0)) for r in rows
+             if key in r and not math.isnan(r[key]) and r.get(count_key, 1.0) > 0]
+    weight = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / weight if weight else float("nan")
+
+
+def curve_table(rows: list[dict[str, float]], window: int = 8) -> str:
+    """A markdown table of the curves, one line per ``window`` consecutive steps (episode-weighted
+    means over the window; ``-`` where a window has none), the validation reward at its last check."""
+    head = ["steps", *(title for _, title, _ in CURVES), "validation reward"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for start in range(0, len(rows), window):
+        chunk = rows[start:start + window]
+        cells = [f"{int(chunk[0]['step'])}-{int(chunk[-1]['step'])}"]
+        for key, _, count_key in CURVES:
+            value = _window_mean(chunk, key, count_key)
+            cells.append("-" if math.isnan(value) else f"{value:.3f}" if "decision" in key else f"{value:.2f}")
+        checks = [r[VALIDATION_REWARD] for r in chunk if VALIDATION_REWARD in r]
+        cells.append(f"{checks[-1]:.2f}" if checks else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
+    """Draw reward (train, hard cells, validation) and the revise rates by step into ``out`` (a PNG);
+    moving averages over ``window`` steps.  None when there is nothing to draw."""
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def smooth(key: str, count_key: str) -> tuple[list[float], list[float]]:
+        xs, ys = [], []
+        for i, row in enumerate(rows):
+            value = _window_mean(rows[max(0, i - window + 1): i + 1], key, count_key)
+            if not math.isnan(value):
+                xs.append(row["step"])
+                ys.append(value)
+        return xs, ys
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for key, title, count_key in CURVES:
+        axis = bottom if key.startswith("decision/") else top
+        axis.plot(*smooth(key, count_key), label=title)
+    checks = [(r["step"], r[VALIDATION_REWARD]) for r in rows if VALIDATION_REWARD in r]
+    if checks:
+        top.plot(*zip(*checks), "o-", label="validation reward")
+    top.set_ylabel(f"mean reward ({window}-step average)")
+    bottom.set_ylabel("share of Scientist answers")
+    bottom.set_ylim(-0.02, 1.02)
+    bottom.set_xlabel("step")
+    for axis in (top, bottom):
+        axis.legend(fontsize=7)
+        axis.grid(alpha=0.3)
+    top.set_title("Learning curve")
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
