@@ -86,13 +86,17 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     passes: dict[tuple[int, str], list[bool]] = {}
     rewards, decisions, to_technique, as_written, revisions_after_move = [], [], 0, 0, 0
+    by_answer: dict[str, list[float]] = {"revised": [], "did not revise": []}
+    invalid = [t.error is not None for log in logs for t in log.turns if t.role == "scientist"]
     for job, log in zip(jobs, logs):
         key = (job.seed, job.template)
         passes.setdefault(key, []).append(log.total_reward > naive[key] + 1e-9)
         rewards.append(log.total_reward)
         turns = decision_turns(log)
         decisions += turns
-        if any(moved and revised for moved, revised in turns):
+        revised_after_move = any(moved and revised for moved, revised in turns)
+        by_answer["revised" if revised_after_move else "did not revise"].append(log.total_reward)
+        if revised_after_move:
             revisions_after_move += 1
             revised = [t.action for t in log.turns if t.role == "scientist" and t.action
                        and t.action.get("action_type") == "revise_protocol"]
@@ -102,6 +106,9 @@ def main() -> None:
     print(f"model {path}; {name} seeds {seed_list[0]}..{seed_list[-1]} x {', '.join(t for t, _ in cells)} (hard); "
           f"{args.samples} samples each at temperature {args.temperature}; {len(jobs)} episodes in {elapsed:.0f} s")
     print(f"  mean reward {statistics.fmean(rewards):.2f}; naive on the same seeds {statistics.fmean(naive.values()):.2f}")
+    print("  mean reward of the episodes that " + "; ".join(
+        f"{answer} after a technique move {statistics.fmean(v) if v else float('nan'):.2f} ({len(v)})"
+        for answer, v in by_answer.items()) + f"; invalid Scientist turns {statistics.fmean(invalid):.3f}")
     for k in KS:
         if k <= args.samples:
             value = statistics.fmean(pass_at_k(len(v), sum(v), k) for v in passes.values())

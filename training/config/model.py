@@ -89,9 +89,11 @@ class ArchitectureConfig(BaseModel):
     copy_scale: float = Field(default=10.0, gt=0.0, description=(
         "Size of the circuit's copied embedding relative to an embedding: the larger, the more a copy "
         "outweighs what later layers add, so a rarely seen token is still copied as itself."))
-    copy_recency: float = Field(default=12.0, ge=0.0, description=(
+    copy_recency: float = Field(default=0.0, ge=0.0, description=(
         "How much (nats) the circuit's induction head prefers, of two places to copy from, the one 1024 tokens "
-        "nearer: a protocol restated in the latest message outweighs older copies of it; 0: no preference."))
+        "nearer (a reply spelled out in the latest message then outweighs older copies of its fields); 0: no "
+        "preference. Off by default: the nearest match of a token that was just repeated is itself, so a "
+        "sampled repetition can loop."))
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ArchitectureConfig":
