@@ -171,12 +171,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                 saved = cfg.checkpoints_dir / f"{CHECKPOINT_PREFIX}{step}"
                 raise TrainingInterrupted(stop.signum, step, str(saved) if saved.is_dir() else None,
                                           command or DEFAULT_RESUME_COMMAND)
+            # drawn before the final save, whose collectives the other processes wait in: a main process still
+            # busy after they exit can race their teardown
+            curve = plot_learning_curve(learning_curve(run_dir), run_dir / CURVE_PNG) if learner.is_main else None
             final = run_dir / FINAL_DIR
             save_final(trainer, model_dir, final, chat_template=chat_template)
             if not learner.is_main:
                 return {"rank": learner.rank}
             sink.log_artifact(final, name=f"{cfg.run_name}-final", type="model")
-            curve = plot_learning_curve(learning_curve(run_dir), run_dir / CURVE_PNG)
             summary = {
                 "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
                 "resumed_from": str(checkpoint) if checkpoint else None,
