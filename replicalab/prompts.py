@@ -245,7 +245,9 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
     """What the Lab Manager's latest turn changed, stated plainly (empty unless the latest dialogue
     entry is the Lab Manager's).  A moved technique is its own sentence, first: the one change after
     which a Scientist that read the paper may prefer the method the paper cross-checked with.  The
-    other suggested fields are named (their values are in the Lab Manager's message)."""
+    other suggested fields are named (their values are in the Lab Manager's message).  After a move to a
+    technique that is not the brief's cross-check method, the last line spells out the revision to the
+    cross-check protocol as written (``RUN_CROSS_CHECK``)."""
     history = observation.conversation_history
     if not history or history[-1].role != "lab_manager":
         return []
