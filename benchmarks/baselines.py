@@ -15,7 +15,7 @@ from replicalab import (
     ReplicaLabEnv,
     run_episode,
 )
-from replicalab.agents import SCRIPTED_SCIENTISTS as AGENTS
+from replicalab.agents import SCIENTIST_FACTORIES as AGENTS
 
 
 def main() -> None:

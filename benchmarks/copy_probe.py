@@ -64,7 +64,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from replicalab import TEMPLATES, VALIDATION_SEEDS, ReplicaLabEnv
-    from replicalab.agents import SCRIPTED_SCIENTISTS
+    from replicalab.agents import SCIENTIST_FACTORIES
     from replicalab.parsing import format_action
     from replicalab.prompts import RoleChat
     from replicalab.scenarios import DOMAINS
@@ -79,7 +79,7 @@ def main() -> None:
         low, high = DOMAINS[template].sample_size_range
         for seed in list(VALIDATION_SEEDS)[: args.seeds]:
             base = ReplicaLabEnv().reset(seed=seed, template=template, difficulty="easy").scientist
-            opening = format_action(SCRIPTED_SCIENTISTS["naive"](seed, template, "easy")(base))
+            opening = format_action(SCIENTIST_FACTORIES["naive"](seed, template, "easy")(base))
             prefix = opening[: opening.index(SAMPLE_SIZE_KEY) + len(SAMPLE_SIZE_KEY)]
             for n in range(low, high + 1):
                 chat = RoleChat().next_prompt(with_sample_size(base, n))

@@ -53,10 +53,10 @@ def main() -> None:
     import torch
 
     from replicalab import TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode, seeds
-    from replicalab.agents import SCRIPTED_SCIENTISTS
+    from replicalab.agents import SCIENTIST_FACTORIES
     from replicalab.agents.brief import cross_check_method
     from training.config.model import SamplingConfig
-    from training.eval.metrics import decision_turns
+    from replicalab.metrics import decision_turns
     from training.model.default import resolve_default_model
     from training.rollout.play import play_jobs
     from training.rollout.policy import PolicyModel
@@ -70,7 +70,7 @@ def main() -> None:
     naive, method = {}, {}
     for seed in seed_list:
         for t, d in cells:
-            naive[seed, t] = run_episode(env, SCRIPTED_SCIENTISTS["naive"](seed, t, d), seed=seed, template=t,
+            naive[seed, t] = run_episode(env, SCIENTIST_FACTORIES["naive"](seed, t, d), seed=seed, template=t,
                                          difficulty=d).total_reward
             method[seed, t] = cross_check_method(env.reset(seed, t, d).scientist)
     path = args.model or str(resolve_default_model())

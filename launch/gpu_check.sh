@@ -14,7 +14,7 @@ STAGE="${1:-all}"
 LOGS="${2:-runs/gpu-check}"
 shift $(( $# < 2 ? $# : 2 ))
 PY="${PYTHON:-python3}"
-RL=("$PY" -m replicalab.cli)
+RL=("$PY" -m training.cli)
 MODEL_DIR=artifacts/gpu-model
 export HF_HUB_OFFLINE=1 WANDB_MODE="${WANDB_MODE:-offline}" RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
 mkdir -p "$LOGS"

@@ -15,7 +15,7 @@ JOB_ID="replicalab-$(date +%Y%m%d-%H%M%S)-$$"
 # A fresh head needs a few seconds before its job agent accepts submissions.
 for attempt in $(seq 1 "${SUBMIT_RETRIES:-24}"); do
   if out=$("$RAY" job submit --address "$RAY_ADDRESS" --submission-id "$JOB_ID" --no-wait \
-        --runtime-env-json "$RUNTIME_ENV" -- "$PY" -m replicalab.cli train --config "$CONFIG" \
+        --runtime-env-json "$RUNTIME_ENV" -- "$PY" -m training.cli train --config "$CONFIG" \
         rollout.ray_address=auto "$@" 2>&1); then
     break
   fi

@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-Role = Literal["scientist", "lab_manager", "system"]
+#: A side of the negotiation (a seat); ``replicalab.seats`` re-exports it with ``ROLES``.
+AgentRole = Literal["scientist", "lab_manager"]
+#: Who wrote a conversation entry: a role or the environment.
+Speaker = Literal[AgentRole, "system"]
 
 
 def _normalize_string_list(value: Any) -> list[str]:
@@ -182,7 +185,7 @@ class LabManagerAction(BaseModel):
 class ConversationEntry(BaseModel):
     model_config = _FROZEN
 
-    role: Role
+    role: Speaker
     message: str
     round_number: int = Field(ge=0)
     action_type: Optional[str] = None
@@ -310,7 +313,7 @@ class InvalidAction(BaseModel):
 
     model_config = _FROZEN
 
-    role: Literal["scientist", "lab_manager"]
+    role: AgentRole
     error: str
     raw_text: str = ""
 
@@ -324,7 +327,7 @@ class TurnRecord(BaseModel):
 
     model_config = _FROZEN
 
-    role: Literal["scientist", "lab_manager"]
+    role: AgentRole
     round_number: int = Field(ge=0)
     action: Optional[dict[str, Any]] = None
     error: Optional[str] = None

@@ -1,7 +1,8 @@
 """The one vocabulary of roles, seats and scripted Scientists, used by the game, every config and command.
 
-A *role* is a side of the negotiation: ``scientist`` or ``lab_manager``.  A *seat spec* says who plays a
-role, spelled the same in configs, on the command line and in workers:
+A *role* is a side of the negotiation: ``scientist`` or ``lab_manager`` (type ``AgentRole``, defined with the
+contracts in ``replicalab/models.py``; ``ROLES`` lists them).  A *seat spec* says who plays a role, spelled the
+same in configs, on the command line and in workers:
 
 - ``policy`` -- the weights being trained (training only);
 - ``scripted`` -- the role's scripted agent (``ScriptedLabManager``; for the Scientist, ``scripted:adaptive``);
@@ -13,14 +14,13 @@ role, spelled the same in configs, on the command line and in workers:
 
 from __future__ import annotations
 
-from typing import Callable, Literal, NamedTuple
+from typing import Callable, Literal, NamedTuple, get_args
 
-from replicalab.agents import SCRIPTED_SCIENTISTS as _SCRIPTED_FACTORIES
-from replicalab.models import ScientistAction, ScientistObservation
+from replicalab.agents import SCIENTIST_FACTORIES
+from replicalab.models import AgentRole, ScientistAction, ScientistObservation
 
-AgentRole = Literal["scientist", "lab_manager"]
-#: The two roles, Scientist first (the order turns are taken in).
-ROLES: tuple[AgentRole, ...] = ("scientist", "lab_manager")
+#: The two roles, Scientist first (the order turns are taken in); ``AgentRole`` is their type.
+ROLES: tuple[AgentRole, ...] = get_args(AgentRole)
 SeatKind = Literal["policy", "scripted", "model"]
 POLICY = "policy"
 SCRIPTED = "scripted"
@@ -29,8 +29,8 @@ MODEL_PREFIX = MODEL + ":"
 SCRIPTED_PREFIX = SCRIPTED + ":"
 #: ``model:default`` names the embedded default model (built on first use).
 DEFAULT_MODEL = "default"
-#: Every scripted Scientist by name.
-SCRIPTED_SCIENTISTS: tuple[str, ...] = tuple(_SCRIPTED_FACTORIES)
+#: The name of every scripted Scientist (the keys of ``replicalab.agents.SCIENTIST_FACTORIES``).
+SCRIPTED_SCIENTISTS: tuple[str, ...] = tuple(SCIENTIST_FACTORIES)
 #: The Scientist that plain ``scripted`` means.
 DEFAULT_SCRIPTED_SCIENTIST = "adaptive"
 #: Scripted Scientists that read the hidden reference: baselines only, never a training seat.
@@ -91,4 +91,4 @@ def parse_seat(role: str, spec: str, *, training: bool = False) -> Seat:
 def scripted_scientist(name: str, seed: int, template: str,
                        difficulty: str) -> Callable[[ScientistObservation], ScientistAction]:
     """A fresh scripted Scientist ``name`` for one episode (the oracle reads that episode's scenario)."""
-    return _SCRIPTED_FACTORIES[name](seed, template, difficulty)
+    return SCIENTIST_FACTORIES[name](seed, template, difficulty)

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from replicalab.cli import main
+from training.cli import main
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "replicalab.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "training.cli", *args], capture_output=True, text=True)
 
 
 def test_play_prints_transcript_and_breakdown(capsys):
@@ -84,7 +84,7 @@ BENCH_OPTIONS = {
 
 @pytest.mark.parametrize("what", list(BENCH_OPTIONS))
 def test_bench_parses_its_own_options_and_defaults(what):
-    from replicalab.cli import build_parser
+    from training.cli import build_parser
     from training.bench import BENCHMARKS
 
     assert set(BENCHMARKS) == set(BENCH_OPTIONS)  # a new benchmark gets a row here
@@ -126,10 +126,10 @@ def test_bench_generate_plays_the_episodes_given(capsys, policy_wide_model_dir):
 # ----- --help-config ----------------------------------------------------------------------------
 @pytest.mark.parametrize("command", ["train", "eval", "sweep", "build-default-model"])
 def test_help_config_lists_every_field_without_torch(command):
-    from replicalab.cli import config_class
+    from training.cli import config_class
     from training.config.fields import config_fields
 
-    code = ("import sys\nfrom replicalab.cli import main\ntry:\n"
+    code = ("import sys\nfrom training.cli import main\ntry:\n"
             f"    main([{command!r}, '--help-config'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print('HEAVY', [m for m in ('torch', 'transformers', 'trl', 'ray', 'wandb') if m in sys.modules])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,5 +1,5 @@
 """Bad input to every subcommand: exit status 2, exactly ONE line on stderr naming the problem, no
-traceback, nothing started or written.  Table-driven; each case runs ``python -m replicalab.cli`` in a
+traceback, nothing started or written.  Table-driven; each case runs ``python -m training.cli`` in a
 subprocess (no model loads: every case fails before one would).  ``docs/faults.md`` lists the messages.
 """
 
@@ -37,7 +37,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("play-model-missing", ["play", "--scientist", "model:{tmp}/nope"], "does not exist"),
     ("play-model-relative-missing", ["play", "--scientist", "model:./no/such/model"], "does not exist"),
     ("play-model-not-a-model", ["play", "--scientist", "model:{tmp}/userdir"], "no config.json"),
-    ("play-model-no-tokenizer", ["play", "--scientist", "model:{tmp}/config_only"], "no tokenizer"),
+    ("play-model-no-weights", ["play", "--scientist", "model:{tmp}/config_only"], "no weights"),
+    ("play-model-no-tokenizer", ["play", "--scientist", "model:{tmp}/no_tokenizer"], "no tokenizer"),
     ("play-model-is-file", ["play", "--scientist", "model:{tmp}/afile"], "is a file"),
     ("play-stray-argument", ["play", "seed=3"], "unrecognized arguments: seed=3"),
     # train
@@ -47,7 +48,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("train-config-list", ["train", "--config", "{tmp}/list.yaml"], "must hold a mapping"),
     ("train-config-binary", ["train", "--config", "{tmp}/binary.yaml"], "not UTF-8"),
     ("train-override-malformed-yaml", ["train", "--config", TRAIN_CFG, "data.templates=[cell_biology"],
-     "override's value is not valid YAML"),
+     "override of 'data.templates': its value '[cell_biology' is not valid YAML"),
     ("train-section-not-mapping", ["train", "--config", TRAIN_CFG, "grpo=5"], "grpo: Input should be"),
     ("train-unknown-key", ["train", "--config", TRAIN_CFG, "grpo.nope=1"], "unknown key 'grpo.nope'"),
     ("train-malformed-override", ["train", "--config", TRAIN_CFG, "grpo.max_steps"], "malformed override"),
@@ -79,7 +80,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("eval-agent-unknown", ["eval", "--agent", "wizard"], "--agent"),
     ("eval-agent-model-missing", ["eval", "--agent", "model:{tmp}/nope"], "does not exist"),
     ("eval-agent-not-a-model", ["eval", "--agent", "model:{tmp}/userdir"], "no config.json"),
-    ("eval-agent-no-tokenizer", ["eval", "--agent", "model:{tmp}/config_only"], "no tokenizer"),
+    ("eval-agent-no-weights", ["eval", "--agent", "model:{tmp}/config_only"], "no weights"),
+    ("eval-agent-no-tokenizer", ["eval", "--agent", "model:{tmp}/no_tokenizer"], "no tokenizer"),
     ("eval-lab-manager-model-missing", ["eval", "--agent", "scripted:naive", "lab_manager=model:{tmp}/nope"],
      "does not exist"),
     ("eval-episodes-zero", ["eval", "--episodes", "0"], "must be at least 1"),
@@ -121,7 +123,8 @@ CASES: list[tuple[str, list[str], str]] = [
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Files the cases point at: malformed configs, a plain file, a user's directory, a directory with
-    a config.json but no tokenizer, a minimal model directory, an earlier run and a damaged run."""
+    a config.json only, one with config and weights but no tokenizer, a minimal model directory, an earlier
+    run and a damaged run."""
     tmp = tmp_path_factory.mktemp("cli-errors")
     (tmp / "bad.yaml").write_text("grpo: [\n")
     (tmp / "list.yaml").write_text("- 1\n- 2\n")
@@ -131,8 +134,12 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp / "userdir" / "thesis.tex").write_text("precious\n")
     (tmp / "config_only").mkdir()
     (tmp / "config_only" / "config.json").write_text("{}")
+    (tmp / "no_tokenizer").mkdir()
+    (tmp / "no_tokenizer" / "config.json").write_text("{}")
+    (tmp / "no_tokenizer" / "model.safetensors").write_bytes(b"")
     (tmp / "tinymodel").mkdir()  # enough for the path check; these cases fail before anything loads
     (tmp / "tinymodel" / "config.json").write_text("{}")
+    (tmp / "tinymodel" / "model.safetensors").write_bytes(b"")
     (tmp / "tinymodel" / "tokenizer.json").write_text("{}")
     (tmp / "earlier").mkdir()
     (tmp / "earlier" / "config.yaml").write_text("seed: 0\n")
@@ -148,7 +155,7 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled",
            "REPLICALAB_DEFAULT_MODEL": str(cwd / "no-default-model-here")}
     env.pop("REPLICALAB_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "replicalab.cli", *argv], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "training.cli", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -183,7 +190,7 @@ def test_debug_shows_the_traceback(scratch: Path, how: str) -> None:
     else:
         env_argv = argv
         env = {**os.environ, "PYTHONPATH": str(REPO), "REPLICALAB_DEBUG": "1"}
-        proc = subprocess.run([sys.executable, "-m", "replicalab.cli", *env_argv], cwd=scratch, env=env,
+        proc = subprocess.run([sys.executable, "-m", "training.cli", *env_argv], cwd=scratch, env=env,
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "UserInputError" in proc.stderr
 
@@ -195,7 +202,7 @@ def test_help_config_still_works(scratch: Path) -> None:
 
 def test_an_error_raised_in_a_ray_worker_is_its_cause_in_one_line() -> None:
     ray_exceptions = pytest.importorskip("ray.exceptions")
-    from replicalab.cli_errors import EXIT_FAILURE, error_report
+    from training.cli_errors import EXIT_FAILURE, error_report
 
     remote = ray_exceptions.RayTaskError(
         "RolloutWorkerImpl.collect", "Traceback (most recent call last):\n  File \"play.py\", line 1\nRuntimeError: x",

@@ -70,7 +70,7 @@ def untrained_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_policy(untrained_dir: Path) -> PolicyModel:
-    return PolicyModel(str(untrained_dir), sampling=SHORT, device="cpu")
+    return PolicyModel(str(untrained_dir), device="cpu")
 
 
 def _jobs(role: str, n: int = 3) -> list[EpisodeJob]:
@@ -135,7 +135,7 @@ def test_sft_tokens_are_the_rollout_tokens(tiny_policy: PolicyModel) -> None:
     tok = tiny_policy.tokenizer
 
     class Teacher(PolicyModel):
-        def generate_ids(self, prompts, sampling=None, *, truncated=None):  # type: ignore[override]
+        def generate_ids(self, prompts, sampling, *, truncated=None):  # type: ignore[override]
             text = next(replies)
             ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
             return [Generation(text=text, prompt_ids=list(prompts[0]), completion_ids=ids, logprobs=[0.0] * len(ids))]

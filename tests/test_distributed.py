@@ -138,7 +138,7 @@ def _env() -> dict[str, str]:
 
 def _torchrun(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(PROCESSES),
-            "--master_port", str(_free_port()), "-m", "replicalab.cli", "train", *args]
+            "--master_port", str(_free_port()), "-m", "training.cli", "train", *args]
 
 
 @pytest.mark.slow

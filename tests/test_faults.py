@@ -40,10 +40,12 @@ FAULT_JOBS = 8
 @pytest.fixture()
 def pool(ray_cluster: None, policy_wide_model_dir: Path) -> Iterator:
     from training.config.model import SamplingConfig
-    from training.rollout.ray_backend import RayBackend
+    from training.rollout.contract import RolloutSpec
+    from training.rollout.ray_backend import RayBackend, RayPool
 
-    backend = RayBackend(str(policy_wide_model_dir), num_workers=2, scientist="policy", lab_manager="scripted",
-                         sampling=SamplingConfig(max_new_tokens=16, seed=0), max_rounds=2, max_restarts=2)
+    spec = RolloutSpec(model=str(policy_wide_model_dir), scientist="policy", lab_manager="scripted",
+                       sampling=SamplingConfig(max_new_tokens=16, seed=0), max_rounds=2)
+    backend = RayBackend(spec, RayPool(num_workers=2, max_restarts=2))
     yield backend
     backend.close()
 
@@ -158,7 +160,7 @@ def test_worker_dies_while_loading_weights(pool) -> None:
 def test_restarts_are_bounded_with_one_line_error(pool) -> None:
     import ray
 
-    from training.rollout.backends import WorkerFailure
+    from training.rollout.contract import WorkerFailure
 
     state = pool.worker_states()[0]
     pool.max_restarts = 0
@@ -178,7 +180,7 @@ def _env() -> dict[str, str]:
 
 
 def _start_train(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "replicalab.cli", "train", *args], cwd=REPO, env=_env(),
+    return subprocess.Popen([sys.executable, "-m", "training.cli", "train", *args], cwd=REPO, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -222,7 +224,7 @@ def test_signal_saves_checkpoint_prints_resume_and_resume_is_exact(reference_run
     assert not (run / "final").exists()
     words = command.split()
     assert words[:2] == ["replicalab", "train"]
-    resumed = subprocess.run([sys.executable, "-m", "replicalab.cli", *words[1:]], cwd=REPO, env=_env(),
+    resumed = subprocess.run([sys.executable, "-m", "training.cli", *words[1:]], cwd=REPO, env=_env(),
                              capture_output=True, text=True, timeout=FAULT_WAIT_S)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"checkpoint-{step}" in resumed.stdout
@@ -248,7 +250,7 @@ def test_sigkilled_driver_then_resume_logs_each_step_once(reference_run: Path, p
     _wait_for(past_checkpoint_2, proc, "step 3's rollout")
     proc.kill()
     proc.wait(timeout=60)
-    resumed = subprocess.run([sys.executable, "-m", "replicalab.cli", "train", *args, "--resume"], cwd=REPO,
+    resumed = subprocess.run([sys.executable, "-m", "training.cli", "train", *args, "--resume"], cwd=REPO,
                              env=_env(), capture_output=True, text=True, timeout=FAULT_WAIT_S)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert_same_run(run, reference_run)
@@ -259,16 +261,18 @@ DRIVER = """
 import os, sys, time
 from pathlib import Path
 from training.config.model import SamplingConfig
-from training.rollout.ray_backend import RayBackend
-backend = RayBackend(sys.argv[1], num_workers=1, scientist="policy", lab_manager="scripted",
-                     sampling=SamplingConfig(max_new_tokens=8), max_rounds=1, session_record=Path(sys.argv[2]))
+from training.rollout.contract import RolloutSpec
+from training.rollout.ray_backend import RayBackend, RayPool
+spec = RolloutSpec(model=sys.argv[1], scientist="policy", lab_manager="scripted",
+                   sampling=SamplingConfig(max_new_tokens=8), max_rounds=1)
+backend = RayBackend(spec, RayPool(session_record=Path(sys.argv[2])))
 print("ready", flush=True)
 time.sleep(600)
 """
 
 
 def test_killed_driver_ray_session_is_cleaned_by_next_start(policy_wide_model_dir: Path, tmp_path: Path) -> None:
-    from training.rollout.ray_session import clean_stale_session, session_processes
+    from training.cluster.ray_session import clean_stale_session, session_processes
 
     record = tmp_path / "ray_session.json"
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(policy_wide_model_dir), str(record)],
@@ -326,13 +330,13 @@ def test_ray_training_survives_a_killed_worker_and_ctrl_c(policy_wide_model_dir:
     """``replicalab train`` on 2 Ray workers: SIGKILL one worker after the first step, then Ctrl-C the
     whole process group (as a terminal does) after the second; exit 130, no Ray process left, and
     ``--resume`` finishes with exactly the configured episodes per step, each logged once."""
-    from training.rollout.ray_session import session_processes
+    from training.cluster.ray_session import session_processes
 
     steps, per_step = RESUME_STEPS, 4
     args = ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, tmp_path, "ray"),
             "rollout.backend=ray", "rollout.num_workers=2", "grpo.groups_per_step=2"]
     run = tmp_path / "ray"
-    proc = subprocess.Popen([sys.executable, "-m", "replicalab.cli", "train", *args], cwd=REPO, env=_env(),
+    proc = subprocess.Popen([sys.executable, "-m", "training.cli", "train", *args], cwd=REPO, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     _wait_for(lambda: _trained_steps(run) >= 1 and len(_rollout_workers(proc.pid)) == 2, proc, "the first step")
     recorded = json.loads((run / "ray_session.json").read_text())
@@ -349,7 +353,7 @@ def test_ray_training_survives_a_killed_worker_and_ctrl_c(policy_wide_model_dir:
     while session_processes(session, raylet) and time.time() < deadline:
         time.sleep(0.2)
     assert session_processes(session, raylet) == [], "Ray processes outlived the interrupted run"
-    resumed = subprocess.run([sys.executable, "-m", "replicalab.cli", "train", *args, "--resume"], cwd=REPO,
+    resumed = subprocess.run([sys.executable, "-m", "training.cli", "train", *args, "--resume"], cwd=REPO,
                              env=_env(), capture_output=True, text=True, timeout=FAULT_WAIT_S)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]

@@ -14,7 +14,7 @@ from replicalab import (
     generate_scenario,
     run_episode,
 )
-from replicalab.agents import SCRIPTED_SCIENTISTS
+from replicalab.agents import SCIENTIST_FACTORIES
 from replicalab.lab import ScriptedLabManager, check_feasibility
 from replicalab.lab.answers import answer_question
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY
@@ -140,7 +140,7 @@ def test_explanations_cite_only_what_the_lab_manager_observes(scientist):
                 checked += 1
                 return action
 
-            run_episode(ReplicaLabEnv(), SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty), seat,
+            run_episode(ReplicaLabEnv(), SCIENTIST_FACTORIES[scientist](seed, template, difficulty), seat,
                         seed=seed, template=template, difficulty=difficulty)
     assert checked >= len(CELLS) * 4
 
@@ -153,7 +153,7 @@ def test_no_dead_end_a_scripted_scientist_that_takes_the_labs_offers_agrees(temp
     takes the lab's offers reaches agreement in every cell."""
     env = ReplicaLabEnv()
     for seed in VALIDATION_SEEDS[:60]:
-        log = run_episode(env, SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty),
+        log = run_episode(env, SCIENTIST_FACTORIES[scientist](seed, template, difficulty),
                           seed=seed, template=template, difficulty=difficulty)
         assert log.agreement_reached, (scientist, template, difficulty, seed, log.transcript[-1].message)
 
@@ -189,7 +189,7 @@ def test_lab_fits_the_items_of_a_plan_moved_to_another_technique(template):
     env = ReplicaLabEnv()
     seeds = VALIDATION_SEEDS[:40]
     logs = [run_episode(env, _TechniqueOnlyReviser(), seed=s, template=template, difficulty="hard") for s in seeds]
-    reader = [run_episode(env, SCRIPTED_SCIENTISTS["reader"](s, template, "hard"), seed=s, template=template,
+    reader = [run_episode(env, SCIENTIST_FACTORIES["reader"](s, template, "hard"), seed=s, template=template,
                           difficulty="hard") for s in seeds]
     mean = lambda xs: sum(x.total_reward for x in xs) / len(xs)  # noqa: E731
     assert sum(log.agreement_reached for log in logs) >= 0.9 * len(seeds)

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from training.config.train import load_train_config
-from training.rollout.placement import ClusterResources, NodeResources, plan_placement
+from training.cluster.plan import plan_placement
+from training.cluster.resources import ClusterResources, NodeResources
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch"
@@ -77,10 +78,10 @@ def test_kuberay_gpu_arithmetic_matches_entrypoint() -> None:
     assert all(w.node > 0 for w in plan.workers), "rollout workers run on the worker pods"
 
     # the readiness check waits for every pod's Ray node; the plan is printed before training
-    ready = next(c for c in commands if "training.rollout.cluster" in c)
+    ready = next(c for c in commands if "training.cluster.resources" in c)
     assert int(ready[ready.index("--nodes") + 1]) == len(nodes)
     modules = [c[c.index("-m") + 1] for c in commands if "-m" in c]
-    assert modules == ["training.rollout.cluster", "training.rollout.placement", "replicalab.cli"]
+    assert modules == ["training.cluster.resources", "training.cli", "training.cli"]
     assert all(c[0] in ("cd", "python") for c in commands), "no `replicalab` script assumed"
 
 
@@ -106,7 +107,7 @@ def test_slurm_logs_into_the_submit_directory() -> None:
     (output,) = re.findall(r"^#SBATCH --output=(\S+)", text, flags=re.M)
     assert "/" not in output, "SBATCH --output cannot create directories: name none"
     assert "sleep" not in text, "readiness is checked, not waited out"
-    assert "replicalab train" not in text.replace("replicalab.cli train", "")
+    assert "replicalab train" not in text.replace("training.cli train", "")
 
 
 def sourced(command: str, **env: str) -> subprocess.CompletedProcess:

@@ -101,7 +101,7 @@ def test_lora_run_changes_the_adapter_and_the_merged_final_evaluates(default_mod
     assert sync and all(s == adapter_bytes for s in sync) and adapter_bytes < sum(v.numel() * 4 for v in base.values()) / 4
     assert summary["steps"] == 2
     done = subprocess.run(
-        [sys.executable, "-m", "replicalab.cli", "eval", f"agents=[model:{final}]", "episodes=2",
+        [sys.executable, "-m", "training.cli", "eval", f"agents=[model:{final}]", "episodes=2",
          "templates=[cell_biology]", "difficulties=[easy]", "backend=inprocess", f"out={tmp_path / 'eval'}",
          "wandb.mode=offline"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, done.stderr[-2000:]

@@ -15,7 +15,7 @@ from replicalab import ReplicaLabEnv, run_episode
 from replicalab.agents import AdaptiveScientist, NaiveScientist, RandomScientist
 from replicalab.models import EpisodeLog, InvalidAction, ScientistAction
 from training.config.train import load_train_config
-from training.eval.metrics import episode_metrics
+from replicalab.metrics import episode_metrics
 from training.tracking import (
     EPISODES_FILE,
     METRICS_FILE,

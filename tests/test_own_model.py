@@ -59,6 +59,62 @@ def test_directories_that_are_not_models(tmp_path):
         validate_model(str(tmp_path / "file"))
 
 
+def test_one_rule_set_for_model_paths(tmp_path, monkeypatch):
+    """The cheap pre-start check, the seat check and the load-time validation refuse the same paths with the
+    same one line (there is one implementation)."""
+    from training.model.default import check_model_path, check_seat_models
+    from training.model.validate import validate_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "afile").write_text("x")
+    model = tmp_path / "m"
+    model.mkdir()
+    steps = [("config.json", "{}"), ("model.safetensors", ""), ("tokenizer.json", "{}")]
+    bad = {str(tmp_path / "nope"): "does not exist", "./nope": "does not exist", str(tmp_path / "afile"): "is a file",
+           "someone/not-cached-model-xyz": "not in the Hugging Face cache"}
+    for name, text in steps:  # each missing file in turn, then added
+        bad[str(model)] = {"config.json": "no config.json", "model.safetensors": "no weights",
+                           "tokenizer.json": "no tokenizer"}[name]
+        for path, fragment in bad.items():
+            lines = set()
+            for check in (check_model_path, lambda p: check_seat_models("scripted", f"model:{p}"), validate_model):
+                with pytest.raises(UserInputError) as err:
+                    check(path)
+                lines.add(_one_line(err))
+            assert len(lines) == 1 and fragment in lines.pop() and path in str(err.value)
+        (model / name).write_text(text)
+    assert check_model_path(str(model)) == str(model)  # the cheap check passes a complete directory
+    check_seat_models("scripted", "policy", f"model:{model}")
+
+
+def _base_model_dir(path: Path) -> Path:
+    """A model directory whose tokenizer has no chat template (a base model); no weights are loaded."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "</s>": 1, **{w: i + 2 for i, w in enumerate("a b c".split())}}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", eos_token="</s>")
+    path.mkdir()
+    tok.save_pretrained(str(path))
+    (path / "config.json").write_text("{}")
+    (path / "model.safetensors").write_bytes(b"")
+    return path
+
+
+def test_no_chat_template_names_the_option_of_every_entry_point(tmp_path):
+    from training.model.validate import CHATML_TEMPLATE, validate_model
+
+    base = _base_model_dir(tmp_path / "base")
+    with pytest.raises(UserInputError) as err:
+        validate_model(str(base))
+    text = _one_line(err)
+    assert "no chat template" in text
+    assert "chat_template (train and eval configs)" in text and "--chat-template (play)" in text
+    assert validate_model(str(base), chat_template=CHATML_TEMPLATE) == str(base)
+
+
 def test_chat_template_option(tmp_path):
     from training.model.validate import CHATML_TEMPLATE, resolve_chat_template
 

@@ -24,8 +24,8 @@ from replicalab.parsing import (
     format_action,
     parse_action,
 )
+from replicalab.seats import ROLES
 
-ROLES = ("scientist", "lab_manager")
 RESULT_TYPES = (ScientistAction, LabManagerAction, InvalidAction)
 FAST = settings(max_examples=200, deadline=None)
 

@@ -15,9 +15,12 @@ from pydantic import ValidationError
 from training.config.placement import PlacementConfig
 from training.config.train import TrainConfig, load_train_config
 from training.errors import UserInputError
-from training.rollout.memory import GIB, LORA_TRAINABLE_FRACTION, ModelShape, read_model_shape
-from training.rollout.placement import ClusterResources, NodeResources, PlacementPlan, plan_placement
-from training.rollout.preflight import main, preflight
+from training.cluster.memory import GIB, LORA_TRAINABLE_FRACTION, ModelShape, read_model_shape
+from training.cluster.plan import PlacementPlan, plan_placement
+from training.cluster.preflight import preflight
+from training.cluster.render import render_plan
+from training.cluster.resources import ClusterResources, NodeResources
+from training.cli import main
 
 #: Published configs (config.json keys) of Qwen2.5-1.5B/7B-Instruct and their parameter counts.
 QWEN_CONFIGS: dict[str, dict[str, Any]] = {
@@ -63,7 +66,7 @@ def check_invariants(plan: PlacementPlan, cfg_workers: int) -> None:
     assert all((w.node, d) not in learner_gpus for w in plan.workers for d in w.gpus)
     if plan.backend == "ray":
         assert len(plan.workers) == cfg_workers
-    rendered = plan.render()
+    rendered = render_plan(plan)
     for q in (*plan.learners, *plan.workers):
         assert q.name in rendered
     print("\n" + rendered)
@@ -167,7 +170,7 @@ def test_unknown_size_plans_gpus_without_memory() -> None:
     cfg = load_train_config(None, ["device=cuda", "rollout.num_workers=3"])
     plan = plan_placement(cfg, ClusterResources(gpus=4, gpu_memory_gib=H100_GIB), param_count=None, dtype_bytes=2)
     assert [w.gpus for w in plan.workers] == [(1,), (2,), (3,)] and plan.workers[0].memory is None
-    assert "memory not estimated" in plan.render()
+    assert "memory not estimated" in render_plan(plan)
     sized = plan_placement(load_train_config(None, ["device=cuda", "rollout.num_workers=3",
                                                     "placement.model_memory_gib=10"]),
                            ClusterResources(gpus=4), param_count=None, dtype_bytes=2)
@@ -267,12 +270,12 @@ def test_model_shape_counts_parameters_like_transformers(tmp_path: Path) -> None
 
 
 def test_preflight_command_prints_the_plan(qwen_dirs: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
-    assert main(["--config", "configs/train/gpu-7b.yaml", "--gpus", "8", "--gpu-memory-gib", "80", "--sharded",
+    assert main(["preflight", "--config", "configs/train/gpu-7b.yaml", "--gpus", "8", "--gpu-memory-gib", "80", "--sharded",
                  f"model={qwen_dirs['7b']}"]) == 0
     out = capsys.readouterr().out
     assert "7.62B parameters" in out and "learner rank 3" in out and "rollout-3" in out
     assert "node 0 GPU 7" in out
-    assert main(["--config", "configs/train/gpu-7b.yaml", "--gpus", "4", f"model={qwen_dirs['7b']}"]) == 2
+    assert main(["preflight", "--config", "configs/train/gpu-7b.yaml", "--gpus", "4", f"model={qwen_dirs['7b']}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "the cluster has 4" in err
 
@@ -355,7 +358,7 @@ def _wait_gpus_free(ray, expected: float, timeout_s: float = 20.0) -> None:
 
 @pytest.mark.slow
 def test_ray_placement_group_puts_workers_on_planned_gpus(ray_8_gpus, monkeypatch: pytest.MonkeyPatch) -> None:
-    from training.rollout.placement import make_placement_group
+    from training.cluster.placement_group import make_placement_group
 
     ray = ray_8_gpus
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -363,7 +366,7 @@ def test_ray_placement_group_puts_workers_on_planned_gpus(ray_8_gpus, monkeypatc
     assert (cluster.gpus, cluster.nodes, cluster.cpus) == (8, 1, 2.0)
     cfg = load_train_config(None, ["device=cuda", "rollout.num_workers=7", "placement.cpus_per_worker=0.25"])
     plan = plan_placement(cfg, cluster, param_count=None, dtype_bytes=2)
-    print("\n" + plan.render())
+    print("\n" + render_plan(plan))
     placed = make_placement_group(plan)
     probe = _probe_actor(ray)
     actors = []
@@ -388,7 +391,7 @@ def test_ray_placement_group_puts_workers_on_planned_gpus(ray_8_gpus, monkeypatc
 
 @pytest.mark.slow
 def test_ray_fractional_workers_share_gpus_and_learner_holds_two(ray_8_gpus, monkeypatch) -> None:
-    from training.rollout.placement import make_placement_group
+    from training.cluster.placement_group import make_placement_group
 
     ray = ray_8_gpus
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -414,7 +417,7 @@ def test_ray_fractional_workers_share_gpus_and_learner_holds_two(ray_8_gpus, mon
 
 @pytest.mark.slow
 def test_ray_placement_timeout_names_missing_resources(ray_8_gpus, monkeypatch) -> None:
-    from training.rollout.placement import make_placement_group
+    from training.cluster.placement_group import make_placement_group
 
     ray = ray_8_gpus
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -438,7 +441,7 @@ def test_ray_placement_timeout_names_missing_resources(ray_8_gpus, monkeypatch) 
 @pytest.mark.slow
 def test_ray_learner_gpus_held_elsewhere_is_refused(ray_8_gpus, monkeypatch) -> None:
     """Another actor holds GPU 0, which the learner (cuda:0) would use: the group is refused, not reserved."""
-    from training.rollout.placement import make_placement_group
+    from training.cluster.placement_group import make_placement_group
 
     ray = ray_8_gpus
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -462,7 +465,7 @@ def test_planning_imports_neither_torch_nor_ray() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, training.rollout.placement, training.rollout.preflight, training.rollout.cluster; "
+    code = ("import sys, training.cluster.plan, training.cluster.preflight, training.cluster.resources; "
             "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})

@@ -25,18 +25,19 @@ CHATS = [
     [{"role": "user", "content": "hi"}],
 ]
 MAX_NEW = 24
+#: The sampling these tests use unless one says otherwise (a PolicyModel stores none of its own).
+SAMPLING = SamplingConfig(max_new_tokens=MAX_NEW, seed=0)
 
 
 @pytest.fixture(scope="module")
 def policy(policy_tiny_model_dir: Path) -> PolicyModel:
-    return PolicyModel(str(policy_tiny_model_dir), sampling=SamplingConfig(max_new_tokens=MAX_NEW, seed=0),
-                       device="cpu")
+    return PolicyModel(str(policy_tiny_model_dir), device="cpu")
 
 
 @pytest.fixture(scope="module")
 def wide_policy(policy: PolicyModel) -> PolicyModel:
     """The tiny policy with room for a whole game prompt (its tokenizer was not trained on the game)."""
-    wide = PolicyModel(model=policy.model, tokenizer=policy.tokenizer, sampling=policy.sampling, device="cpu")
+    wide = PolicyModel(model=policy.model, tokenizer=policy.tokenizer, device="cpu")
     wide.max_positions = 4096
     return wide
 
@@ -91,7 +92,7 @@ def test_sft_changed_parameters(policy_sft_model_dir: Path) -> None:
 
 
 def test_batched_generate_shapes_logprobs_and_padding(policy: PolicyModel) -> None:
-    gens = policy.generate(CHATS)
+    gens = policy.generate(CHATS, SAMPLING)
     assert len(gens) == len(CHATS)
     for chat, gen in zip(CHATS, gens):
         assert gen.prompt_ids == policy.encode_chat(chat)  # left padding stripped
@@ -120,9 +121,9 @@ def test_greedy_is_deterministic(policy: PolicyModel) -> None:
 
 def test_long_prompt_is_cut_to_fit(policy: PolicyModel) -> None:
     chat = [{"role": "user", "content": "centrifuge dmso " * 2000}]
-    (gen,) = policy.generate([chat])
+    (gen,) = policy.generate([chat], SAMPLING)
     assert gen.prompt_truncated
-    assert len(gen.prompt_ids) + policy.max_new_tokens() <= policy.max_positions
+    assert len(gen.prompt_ids) + policy.max_new_tokens(SAMPLING) <= policy.max_positions
 
 
 def test_load_state_roundtrip(policy_tiny_model_dir: Path) -> None:
@@ -147,32 +148,32 @@ def test_garbage_model_output_becomes_invalid_action(wide_policy: PolicyModel) -
     policy = wide_policy
 
     class Garbage(PolicyModel):
-        def generate_ids(self, prompts, sampling=None, *, truncated=None):  # type: ignore[override]
+        def generate_ids(self, prompts, sampling, *, truncated=None):  # type: ignore[override]
             return [g.__class__(**{**g.__dict__, "text": "}{ not json ```"})
                     for g in super().generate_ids(prompts, sampling, truncated=truncated)]
 
-    garbage = Garbage(model=policy.model, tokenizer=policy.tokenizer, sampling=policy.sampling, device="cpu")
+    garbage = Garbage(model=policy.model, tokenizer=policy.tokenizer, device="cpu")
     garbage.max_positions = policy.max_positions
-    agent = ModelAgent(garbage, "scientist")
+    agent = ModelAgent(garbage, "scientist", SAMPLING)
     action = agent(_scientist_observation())
     assert isinstance(action, InvalidAction) and action.role == "scientist" and len(agent.generations) == 1
     lab_obs = LabManagerObservation(budget_total=100, budget_remaining=100, staff_count=1, time_limit_days=5)
-    assert isinstance(ModelAgent(garbage, "lab_manager")(lab_obs), InvalidAction)
+    assert isinstance(ModelAgent(garbage, "lab_manager", SAMPLING)(lab_obs), InvalidAction)
 
 
 def test_model_agent_prompt_fits_context(wide_policy: PolicyModel) -> None:
     policy = wide_policy
-    agent = ModelAgent(policy, "scientist")
+    agent = ModelAgent(policy, "scientist", SAMPLING)
     agent(_scientist_observation())
     (gen,) = agent.generations
-    assert len(gen.prompt_ids) + policy.max_new_tokens() <= policy.max_positions
+    assert len(gen.prompt_ids) + policy.max_new_tokens(SAMPLING) <= policy.max_positions
     assert gen.prompt_ids == policy.encode_chat(agent.chat.messages[:2])
     assert [m["role"] for m in agent.chat.messages] == ["system", "user", "assistant"]
 
 
 def test_model_agent_turn_past_the_context_window_is_invalid(policy: PolicyModel) -> None:
     """As in rollouts: a prompt that no longer fits is an invalid turn, not a truncated prompt."""
-    agent = ModelAgent(policy, "scientist")  # 512 positions: the game's system prompt alone overflows
+    agent = ModelAgent(policy, "scientist", SAMPLING)  # 512 positions: the game's system prompt alone overflows
     action = agent(_scientist_observation())
     assert isinstance(action, InvalidAction) and "context" in action.error and not agent.generations
 

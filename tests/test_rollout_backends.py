@@ -22,8 +22,10 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS  # noqa: E402
 from training.config.model import SamplingConfig  # noqa: E402
-from training.rollout.backends import InProcessBackend, make_backend, shard_jobs  # noqa: E402
-from training.rollout.ray_backend import RayBackend  # noqa: E402
+from training.rollout.backends import make_backend  # noqa: E402
+from training.rollout.contract import RolloutSpec, shard_jobs  # noqa: E402
+from training.rollout.inprocess import InProcessBackend  # noqa: E402
+from training.rollout.ray_backend import RayBackend, RayPool  # noqa: E402
 from training.rollout.records import EpisodeJob, RolloutRecord  # noqa: E402
 
 #: Short completions keep every generation step cheap with the tiny model.
@@ -78,9 +80,13 @@ def rollout_model_dir(policy_tiny_model_dir: Path, tmp_path_factory: pytest.Temp
     return out
 
 
-def ray_backend(model_dir: Path, num_workers: int, **kwargs) -> RayBackend:
-    return RayBackend(str(model_dir), num_workers=num_workers, **SEATS, sampling=ROLLOUT_SAMPLING,
-                      max_rounds=ROLLOUT_MAX_ROUNDS, **kwargs)
+def rollout_spec(model_dir: Path, **seats) -> RolloutSpec:
+    return RolloutSpec(model=str(model_dir), **{**SEATS, **seats}, sampling=ROLLOUT_SAMPLING,
+                       max_rounds=ROLLOUT_MAX_ROUNDS)
+
+
+def ray_backend(model_dir: Path, num_workers: int, **pool) -> RayBackend:
+    return RayBackend(rollout_spec(model_dir), RayPool(num_workers=num_workers, **pool))
 
 
 # -- sharding (no Ray) ---------------------------------------------------------------------------
@@ -98,9 +104,7 @@ def test_shard_jobs_contiguous_balanced_and_keeps_groups() -> None:
 
 # -- in-process ----------------------------------------------------------------------------------
 def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
-    backend = make_backend("inprocess", model=str(rollout_model_dir), **SEATS, sampling=ROLLOUT_SAMPLING,
-                           max_rounds=ROLLOUT_MAX_ROUNDS, torch_threads=1, frozen=[],
-                           num_workers=2, max_restarts=1)  # Ray-only options are ignored in-process
+    backend = make_backend("inprocess", rollout_spec(rollout_model_dir), torch_threads=1)
     jobs = rollout_jobs(4)
     check_records(jobs, backend.collect(jobs))
     first, again = backend.collect(jobs, sampling_seed=3), backend.collect(jobs, sampling_seed=3)
@@ -112,8 +116,7 @@ def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
     check_records(jobs[:2], records, version=7)
     assert all(r.worker == "inprocess" for r in records)
     lab_jobs = rollout_jobs(2, role="lab_manager")
-    lab = InProcessBackend(str(rollout_model_dir), scientist="scripted:naive", lab_manager="policy",
-                           sampling=ROLLOUT_SAMPLING, max_rounds=ROLLOUT_MAX_ROUNDS)
+    lab = InProcessBackend(rollout_spec(rollout_model_dir, scientist="scripted:naive", lab_manager="policy"))
     check_records(lab_jobs, lab.collect(lab_jobs))
     backend.close()
     lab.close()
@@ -232,15 +235,16 @@ def test_bench_two_worker_bound_replays_both_halves_at_once(ray_cluster: None, r
     from training.config.model import SamplingConfig
 
     sampling = SamplingConfig(do_sample=False, max_new_tokens=8)
-    backend = InProcessBackend(str(rollout_model_dir), scientist="policy", lab_manager="scripted",
-                               sampling=sampling, max_rounds=2, torch_threads=1)
+    spec = RolloutSpec(model=str(rollout_model_dir), scientist="policy", lab_manager="scripted", sampling=sampling,
+                       max_rounds=2)
+    backend = InProcessBackend(spec, torch_threads=1)
     try:
         with _Recorder(backend.policy) as rec:
             backend.collect(bench_jobs(4))
         _, tokens = _replay(backend.policy, rec.calls)
     finally:
         backend.close()
-    bound = ParallelBound(str(rollout_model_dir), sampling, rec.calls)
+    bound = ParallelBound(str(rollout_model_dir), rec.calls)
     try:
         seconds, parallel_tokens = bound.once()
         assert len(set(bound.pids)) == 2 and os.getpid() not in bound.pids

@@ -106,7 +106,7 @@ def test_metric_value_refuses_test_metrics(tmp_path) -> None:
 @pytest.mark.parametrize("value", ["-1", "100001", str(10**6)])
 def test_build_default_model_refuses_bad_eval_seeds_before_building(value, tmp_path) -> None:
     out = tmp_path / "model"
-    proc = subprocess.run([sys.executable, "-m", "replicalab.cli", "build-default-model", "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "training.cli", "build-default-model", "--out", str(out),
                            "--eval-seeds", value], capture_output=True, text=True, env={**os.environ},
                           timeout=120)
     assert proc.returncode != 0 and not out.exists()
@@ -115,7 +115,7 @@ def test_build_default_model_refuses_bad_eval_seeds_before_building(value, tmp_p
 
 
 def test_validation_slice_plays_validation_seeds_only() -> None:
-    from training.eval.run import validation_slice
+    from training.rollout.records import validation_slice
 
     for episodes in (1, 9, 27, 100):
         jobs = validation_slice(episodes, TEMPLATES, ["easy", "hard"])
@@ -124,15 +124,16 @@ def test_validation_slice_plays_validation_seeds_only() -> None:
 
 @pytest.mark.parametrize("seed", [0, 7])
 def test_train_rows_are_a_stream_independent_of_length(seed) -> None:
-    from training.config.train import TrainConfig, train_rows
+    from training.config.train import TrainConfig
+    from training.trainer.build import data_stream
 
     cfg = TrainConfig(seed=seed, data={"seed_offset": 123})
-    long = train_rows(cfg, 3000)
+    long = data_stream(cfg)(3000)
     for n in (0, 1, 5, 64, 999):
-        assert train_rows(cfg, n) == long[:n]
+        assert data_stream(cfg)(n) == long[:n]
     seeds = [r["seed"] for r in long]
     assert len(set(seeds)) == len(seeds) and all(s in TRAIN_SEEDS and s >= 123 for s in seeds)
-    assert train_rows(TrainConfig(seed=seed + 1), 5) != train_rows(TrainConfig(seed=seed), 5)
+    assert data_stream(TrainConfig(seed=seed + 1))(5) != data_stream(TrainConfig(seed=seed))(5)
 
 
 # ---------------------------------------------------------------- slow tier: seeds actually played
@@ -227,9 +228,9 @@ def test_resume_with_larger_max_steps_continues_the_same_scenarios(policy_wide_m
 def test_trl_keeps_the_row_order(tmp_path) -> None:
     """TRL's shuffle permutes the whole dataset (its length is max_steps * groups_per_step): it stays off."""
     from training.config.train import TrainConfig
-    from training.trainer.grpo import grpo_config
+    from training.trainer.build import grpo_args
 
-    assert grpo_config(TrainConfig(), tmp_path, use_cpu=True, bf16=False).shuffle_dataset is False
+    assert grpo_args(TrainConfig(output_dir=str(tmp_path)), device="cpu").shuffle_dataset is False
 
 
 # ---------------------------------------------------------------- selection guards (fast)
@@ -296,14 +297,16 @@ def test_trl_reads_the_rows_in_the_same_order_for_any_max_steps(policy_tiny_mode
     from trl import GRPOTrainer
 
     from training.config.train import load_train_config
-    from training.trainer.grpo import build_dataset, grpo_config, job_key, judge_reward
+    from training.trainer.build import data_stream, grpo_args
+    from training.trainer.grpo import build_dataset, job_key, judge_reward
 
     orders = []
     for steps in (2, 5):
-        cfg = load_train_config(None, [*TRAIN_TINY, "grpo.groups_per_step=2", f"grpo.max_steps={steps}"])
-        dataset = build_dataset(cfg, cfg.num_train_rows)
+        cfg = load_train_config(None, [*TRAIN_TINY, "grpo.groups_per_step=2", f"grpo.max_steps={steps}",
+                                       f"output_dir={tmp_path}", f"run_name=run-{steps}"])
+        dataset = build_dataset(data_stream(cfg)(cfg.num_train_rows))
         trainer = GRPOTrainer(model=str(policy_tiny_model_dir), reward_funcs=[judge_reward], train_dataset=dataset,
-                              args=grpo_config(cfg, tmp_path / f"run-{steps}", use_cpu=True, bf16=False),
+                              args=grpo_args(cfg, device="cpu"),
                               rollout_func=lambda prompts, trainer: {})
         prompts = [row["prompt"] for batch in trainer.get_train_dataloader() for row in batch]
         assert prompts == [job_key(r) for r in dataset for _ in range(cfg.grpo.num_generations)]

@@ -13,7 +13,8 @@ import pytest
 from replicalab import DIFFICULTIES, TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.seats import parse_seat
 from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, load_config, save_resolved
-from training.config.train import TrainConfig, load_train_config, train_rows
+from training.config.train import TrainConfig, load_train_config
+from training.trainer.build import data_stream
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -76,7 +77,7 @@ def test_every_config_field_is_described() -> None:
 
 
 def test_help_config_covers_every_field_of_every_section() -> None:
-    from replicalab.cli import COMMAND_CONFIGS, config_class
+    from training.cli import COMMAND_CONFIGS, config_class
     from training.config.fields import config_fields, config_sections
 
     seen = set()
@@ -153,6 +154,16 @@ def test_unknown_key_in_override_names_key_and_valid_keys() -> None:
 def test_malformed_override_fails_clearly(bad: str) -> None:
     with pytest.raises(ConfigError, match="malformed override"):
         load_train_config(None, [bad])
+
+
+@pytest.mark.parametrize("key,raw", [("grpo.beta", "[0.1"), ("data.templates", "[cell_biology"),
+                                     ("run_name", "{a"), ("rollout.sampling.temperature", '"0.5'),
+                                     ("seats.scientist", "a: b: c")])
+def test_malformed_override_value_names_key_and_value(key: str, raw: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_train_config(None, [f"{key}={raw}"])
+    text = str(err.value)
+    assert "\n" not in text and f"'{key}'" in text and repr(raw) in text and "not valid YAML" in text
 
 
 def test_yaml_must_be_a_mapping_and_may_be_empty(tmp_path: Path) -> None:
@@ -246,22 +257,22 @@ def test_parse_seat() -> None:
 # ----- training seeds ----------------------------------------------------------------------------
 def test_train_rows_never_yield_test_seeds() -> None:
     cfg = load_train_config(None, ["seats.lab_manager=policy", "seed=7"])
-    rows = train_rows(cfg, 20_000)
+    rows = data_stream(cfg)(20_000)
     seeds = [r["seed"] for r in rows]
     assert all(s in TRAIN_SEEDS and s not in TEST_SEEDS and s not in VALIDATION_SEEDS for s in seeds)
     assert len(set(seeds)) == len(seeds)
-    assert rows == train_rows(cfg, 20_000)  # deterministic
-    assert seeds != [r["seed"] for r in train_rows(cfg.model_copy(update={"seed": 8}), 20_000)]
+    assert rows == data_stream(cfg)(20_000)  # deterministic
+    assert seeds != [r["seed"] for r in data_stream(cfg.model_copy(update={"seed": 8}))(20_000)]
 
 
 def test_train_rows_cycle_roles_and_cells() -> None:
     cfg = load_train_config(None, ["seats.lab_manager=policy", "data.difficulties=[easy, hard]"])
-    rows = train_rows(cfg, 24)
+    rows = data_stream(cfg)(24)
     assert [r["role"] for r in rows[:4]] == ["scientist", "lab_manager", "scientist", "lab_manager"]
     cells = [(r["template"], r["difficulty"]) for r in rows[::2]]
     expected = [(t, d) for t in TEMPLATES for d in ("easy", "hard")]
     assert cells == expected * 2
-    assert {r["role"] for r in train_rows(load_train_config(None), 10)} == {"scientist"}
+    assert {r["role"] for r in data_stream(load_train_config(None))(10)} == {"scientist"}
 
 
 def test_seed_offset_must_leave_room_in_train_seeds() -> None:
@@ -271,10 +282,10 @@ def test_seed_offset_must_leave_room_in_train_seeds() -> None:
     with pytest.raises(ValueError, match="training seeds"):  # room for fewer rows than the run consumes
         load_train_config(None, [f"data.seed_offset={n - 10}", "grpo.max_steps=3", "grpo.groups_per_step=4"])
     cfg = load_train_config(None, [f"data.seed_offset={n - 10}", "grpo.max_steps=2", "grpo.groups_per_step=4"])
-    rows = train_rows(cfg, 10)
+    rows = data_stream(cfg)(10)
     assert sorted(r["seed"] for r in rows) == list(TRAIN_SEEDS[n - 10:])
     with pytest.raises(ValueError, match="distinct training seeds"):
-        train_rows(cfg, 11)
+        data_stream(cfg)(11)
 
 
 # ----- resolved config ---------------------------------------------------------------------------
@@ -289,31 +300,34 @@ def test_saved_config_round_trips(tmp_path: Path, overrides: list[str]) -> None:
     assert load_train_config(path) == cfg
 
 
-def test_eval_decoding_is_greedy_unless_a_temperature_is_set() -> None:
+def test_eval_decoding_is_greedy_unless_sampling_says_so() -> None:
+    """Eval spells decoding as training does (``sampling``: a SamplingConfig); greedy is ``do_sample: false``."""
     from training.config.eval import load_eval_config
+    from training.config.train import TrainConfig
     from training.eval.report import report_markdown
-    from training.eval.run import decoding
 
-    greedy = decoding(load_eval_config(None, ["max_new_tokens=64"]))
+    greedy = load_eval_config(None, ["sampling.max_new_tokens=64"]).sampling
     assert not greedy.do_sample and greedy.max_new_tokens == 64
-    sampled = decoding(load_eval_config(None, ["temperature=0.7"]))
+    sampled = load_eval_config(None, ["sampling.do_sample=true", "sampling.temperature=0.7"]).sampling
     assert sampled.do_sample and sampled.temperature == 0.7
+    assert type(sampled) is type(TrainConfig().rollout.sampling)  # one spelling of decoding
     with pytest.raises(ValueError, match="temperature"):
-        load_eval_config(None, ["temperature=0"])
+        load_eval_config(None, ["sampling.temperature=0"])
     report = {"split": "test", "seeds": [1, 2], "lab_manager": "scripted", "decoding": sampled.model_dump(),
               "agents": {}, "cells": []}
     assert "sampled at temperature 0.7" in report_markdown(report)
 
 
 def test_trl_config_scores_at_the_rollout_temperature_without_checkpointing(tmp_path: Path) -> None:
-    from training.trainer.grpo import grpo_config
+    from training.trainer.build import grpo_args
 
-    cfg = load_train_config(None, ["rollout.sampling.temperature=0.7", "grpo.num_generations=4", "grpo.groups_per_step=2"])
-    args = grpo_config(cfg, tmp_path, use_cpu=True, bf16=False)
+    cfg = load_train_config(None, ["rollout.sampling.temperature=0.7", "grpo.num_generations=4", "grpo.groups_per_step=2",
+                                   f"output_dir={tmp_path}"])
+    args = grpo_args(cfg, device="cpu")
     assert args.temperature == 0.7
     assert args.gradient_checkpointing is False
     assert args.per_device_train_batch_size == 8
-    on = grpo_config(load_train_config(None, ["grpo.gradient_checkpointing=true"]), tmp_path, use_cpu=True, bf16=False)
+    on = grpo_args(load_train_config(None, ["grpo.gradient_checkpointing=true", f"output_dir={tmp_path}"]), device="cpu")
     assert on.gradient_checkpointing is True
 
 
@@ -323,8 +337,8 @@ def test_difficulty_weights_oversample_in_proportion_and_stay_deterministic(weig
 
     cfg = TrainConfig(data={"difficulty_weights": weights}, grpo={"max_steps": 60})
     n = 9 * 20
-    rows = train_rows(cfg, n)
-    assert rows == train_rows(cfg, n)
+    rows = data_stream(cfg)(n)
+    assert rows == data_stream(cfg)(n)
     counts = Counter(r["difficulty"] for r in rows)
     w = {d: weights.get(d, 1.0) for d in DIFFICULTIES}
     for d in DIFFICULTIES:
@@ -336,7 +350,7 @@ def test_difficulty_weights_oversample_in_proportion_and_stay_deterministic(weig
 
 def test_difficulty_weights_default_keeps_the_plain_cycle_and_bad_weights_fail():
     cfg = TrainConfig()
-    assert [(r["template"], r["difficulty"]) for r in train_rows(cfg, 9)] == cfg.data.cells
+    assert [(r["template"], r["difficulty"]) for r in data_stream(cfg)(9)] == cfg.data.cells
     for bad in ({"hardest": 1.0}, {"hard": -1.0}, {"easy": 0, "medium": 0, "hard": 0}):
         with pytest.raises(ValueError):
             TrainConfig(data={"difficulty_weights": bad})

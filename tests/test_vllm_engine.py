@@ -93,11 +93,12 @@ def test_vllm_workers_sample_what_the_trainer_scores_and_reload_weights(vllm_pyt
 
     from training.bench.engines import mismatch
     from training.config.model import SamplingConfig
-    from training.rollout.ray_backend import RayBackend
+    from training.rollout.contract import RolloutSpec
+    from training.rollout.ray_backend import RayBackend, RayPool
 
-    backend = RayBackend(str(llama_standin), num_workers=1, scientist="policy", lab_manager="scripted",
-                         sampling=SamplingConfig(max_new_tokens=24, seed=0), max_rounds=2, engine="vllm",
-                         python=vllm_python)
+    spec = RolloutSpec(model=str(llama_standin), scientist="policy", lab_manager="scripted",
+                       sampling=SamplingConfig(max_new_tokens=24, seed=0), max_rounds=2, engine="vllm")
+    backend = RayBackend(spec, RayPool(python=vllm_python))
     try:
         jobs = _jobs()
         first = backend.collect(jobs, sampling_seed=3)

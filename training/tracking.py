@@ -1,7 +1,6 @@
-"""Episode metrics and the driver-side run logger (JSONL always, W&B per config).
+"""The driver-side run logger (JSONL always, W&B per config).
 
-``episode_metrics`` is pure (no wandb import) and works on any list of EpisodeLogs.  ``RunLogger`` is
-the one sink a training or evaluation driver writes to: ``metrics.jsonl``, ``episodes.jsonl`` and
+Aggregates of EpisodeLogs are ``replicalab.metrics.episode_metrics``.  ``RunLogger`` is the one sink a training or evaluation driver writes to: ``metrics.jsonl``, ``episodes.jsonl`` and
 ``summary.json`` in the run directory, and, unless ``cfg.wandb.mode == "disabled"``, a W&B run whose
 files live in ``<run_dir>/wandb/``.  Workers never log; they return records to the driver.
 """
@@ -15,10 +14,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from pydantic import BaseModel
+
 from replicalab.models import EpisodeLog
 from replicalab.transcript import format_episode
 from training.config.loading import save_resolved
-from training.config.train import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"
 EPISODES_FILE = "episodes.jsonl"
@@ -99,7 +99,7 @@ class RunLogger:
     ``wandb_run_id`` is resumed (``resume="allow"``) rather than forked.
     """
 
-    def __init__(self, run_dir: str | Path, cfg: TrainConfig, *, resume: Optional[Mapping[str, int]] = None) -> None:
+    def __init__(self, run_dir: str | Path, cfg: BaseModel, *, resume: Optional[Mapping[str, int]] = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.cfg = cfg

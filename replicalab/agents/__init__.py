@@ -1,7 +1,7 @@
 """Scripted Scientists used as baselines and test drivers."""
 
 from replicalab.agents.scripted import (
-    SCRIPTED_SCIENTISTS,
+    SCIENTIST_FACTORIES,
     AdaptiveScientist,
     NaiveScientist,
     OracleScientist,
@@ -9,5 +9,5 @@ from replicalab.agents.scripted import (
     ReaderScientist,
 )
 
-__all__ = ["SCRIPTED_SCIENTISTS", "AdaptiveScientist", "NaiveScientist", "OracleScientist", "RandomScientist",
+__all__ = ["SCIENTIST_FACTORIES", "AdaptiveScientist", "NaiveScientist", "OracleScientist", "RandomScientist",
            "ReaderScientist"]

@@ -141,7 +141,7 @@ def _oracle(seed: int, template: str, difficulty: str) -> OracleScientist:
 
 
 #: Every scripted Scientist by name, as a factory ``(seed, template, difficulty) -> fresh agent``.
-SCRIPTED_SCIENTISTS: dict[str, Callable[[int, str, str], Callable[[ScientistObservation], ScientistAction]]] = {
+SCIENTIST_FACTORIES: dict[str, Callable[[int, str, str], Callable[[ScientistObservation], ScientistAction]]] = {
     "naive": lambda seed, template, difficulty: NaiveScientist(),
     "adaptive": lambda seed, template, difficulty: AdaptiveScientist(),
     "reader": lambda seed, template, difficulty: ReaderScientist(),

@@ -56,13 +56,15 @@ def _engine_row(engine: str, model_dir: str, jobs: Sequence[Any], warmup: Sequen
     from training.bench.rollout import model_tokens
     from training.config.model import SamplingConfig, VLLMConfig
     from training.rollout.engines import worker_python
-    from training.rollout.ray_backend import RayBackend
+    from training.rollout.contract import RolloutSpec
+    from training.rollout.ray_backend import RayBackend, RayPool
 
     sampling = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=args.max_new_tokens, seed=SAMPLING_SEED)
     python, label = worker_python(engine, VLLMConfig())
     tick = time.perf_counter()
-    backend = RayBackend(model_dir, num_workers=args.workers, scientist="policy", lab_manager="scripted",
-                         sampling=sampling, max_rounds=args.max_rounds, engine=engine, python=python)
+    spec = RolloutSpec(model=model_dir, scientist="policy", lab_manager="scripted", sampling=sampling,
+                       max_rounds=args.max_rounds, engine=engine)
+    backend = RayBackend(spec, RayPool(num_workers=args.workers, python=python))
     try:
         start_s = time.perf_counter() - tick
         backend.collect(warmup, sampling_seed=SAMPLING_SEED)

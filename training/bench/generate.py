@@ -14,6 +14,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from replicalab.seats import ROLES
 from training.bench import positive_int
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from training.rollout.records import EpisodeJob
 
 DEFAULT_EPISODES = 18
-ROLES = ("scientist", "lab_manager")
 
 
 def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[str, float]:

@@ -39,8 +39,10 @@ from replicalab import TRAIN_SEEDS  # noqa: E402
 from replicalab.scenarios import cells  # noqa: E402
 from training.bench import positive_int  # noqa: E402
 from training.config.model import SamplingConfig  # noqa: E402
-from training.rollout.backends import RAY_ENV, InProcessBackend  # noqa: E402
-from training.rollout.ray_backend import RayBackend  # noqa: E402
+from training.cluster.ray_session import RAY_ENV  # noqa: E402
+from training.rollout.contract import RolloutSpec  # noqa: E402
+from training.rollout.inprocess import InProcessBackend  # noqa: E402
+from training.rollout.ray_backend import RayBackend, RayPool  # noqa: E402
 from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs  # noqa: E402
 
 #: 64 keeps the two-worker bound near 2.5 s on 2 cores, so a few hundred ms of Ray scheduling stays a small
@@ -193,11 +195,11 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
         model_dir = str(resolve_default_model())
     sampling = SamplingConfig(do_sample=sample, seed=0 if sample else None, max_new_tokens=max_new_tokens)
     jobs = bench_jobs(episodes)
-    common = dict(**SEATS, sampling=sampling, max_rounds=max_rounds)
+    spec = RolloutSpec(model=str(model_dir), **SEATS, sampling=sampling, max_rounds=max_rounds)
     threads_before = torch.get_num_threads()
     result: dict[str, Any] = dict(model=str(model_dir), episodes=episodes, max_new_tokens=max_new_tokens,
                                   sample=sample, repeats=repeats, cpus=os.cpu_count(), load_avg=os.getloadavg()[0])
-    inproc = InProcessBackend(str(model_dir), **common, torch_threads=1)
+    inproc = InProcessBackend(spec, torch_threads=1)
     try:
         seconds, others, _, _ = _timed_collect(inproc, jobs, repeats, [os.getpid()])
         with _Recorder(inproc.policy) as rec:
@@ -217,7 +219,7 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
     finally:
         inproc.close()
         torch.set_num_threads(threads_before)
-    result.update(_bench_ray(str(model_dir), jobs, common, ray_workers, bound_s, rec.calls, repeats))
+    result.update(_bench_ray(spec, jobs, ray_workers, bound_s, rec.calls, repeats))
     if "ray x1" in result and "ray x2" in result:
         result["speedup_x2_over_x1"] = result["ray x1"]["seconds"] / result["ray x2"]["seconds"]
         result["bound_speedup_x2"] = bound_s / result["bound x2"]["seconds"]
@@ -227,13 +229,13 @@ def run_bench_rollout(model_dir: Optional[str] = None, *, episodes: int = DEFAUL
 class _HalfReplayer:
     """A 1-thread process holding its own ``PolicyModel``: replays one half of every recorded batch."""
 
-    def __init__(self, model_dir: str, sampling: SamplingConfig) -> None:
+    def __init__(self, model_dir: str) -> None:
         import torch
 
         from training.rollout.policy import PolicyModel
 
         torch.set_num_threads(1)
-        self.policy = PolicyModel(model_dir, sampling=sampling, device="cpu")
+        self.policy = PolicyModel(model_dir, device="cpu")
 
     def replay(self, calls: Sequence[tuple[str, tuple, dict]], part: int, repeats: int) -> tuple[float, int]:
         return _replay(self.policy, calls, part, repeats)
@@ -250,11 +252,11 @@ class ParallelBound:
     for CPUs that the actors of an already running Ray session hold.
     """
 
-    def __init__(self, model_dir: str, sampling: SamplingConfig, calls: Sequence[tuple[str, tuple, dict]]) -> None:
+    def __init__(self, model_dir: str, calls: Sequence[tuple[str, tuple, dict]]) -> None:
         import ray
 
         self.calls = calls
-        self.replayers = [ray.remote(num_cpus=0)(_HalfReplayer).remote(model_dir, sampling) for _ in range(2)]
+        self.replayers = [ray.remote(num_cpus=0)(_HalfReplayer).remote(model_dir) for _ in range(2)]
         self.pids = ray.get([r.pid.remote() for r in self.replayers], timeout=REPLAY_TIMEOUT_S)
         self._run(self.calls[:1])  # warm-up
 
@@ -275,7 +277,7 @@ class ParallelBound:
             ray.kill(r, no_restart=True)
 
 
-def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_workers: Sequence[int],
+def _bench_ray(spec: RolloutSpec, jobs: Sequence[EpisodeJob], ray_workers: Sequence[int],
                bound_s: float, calls: Sequence[tuple[str, tuple, dict]], repeats: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     if not ray_workers:
@@ -290,10 +292,10 @@ def _bench_ray(model_dir: str, jobs: Sequence[EpisodeJob], common: dict, ray_wor
     try:
         for n in ray_workers:
             # ray x2 and its bound alternate, one run of each per repeat, so both see the same machine
-            paired = ParallelBound(model_dir, common["sampling"], calls) if n == 2 else None
+            paired = ParallelBound(spec.model, calls) if n == 2 else None
             backend = None
             try:
-                backend = RayBackend(model_dir, num_workers=n, torch_threads_per_worker=1, **common)
+                backend = RayBackend(spec, RayPool(num_workers=n, torch_threads_per_worker=1))
                 pids = [os.getpid(), *(paired.pids if paired else [])]
                 pids += [info["pid"] for info in ray.get([w.ready.remote() for w in backend.workers])]
                 seconds, others, records, paired_runs = _timed_collect(backend, jobs, repeats, pids, paired)

@@ -5,17 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES
 from replicalab.scenarios import cells
 from replicalab.seats import parse_seat
 from replicalab.seeds import SPLITS, split_seeds
-from training.config.loading import ConfigError, load_config, one_line
-from training.config.model import VLLMConfig
+from training.config.loading import STRICT, ConfigError, load_config, one_line
+from training.config.model import SamplingConfig, VLLMConfig
 from training.config.train import WandbConfig
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 #: The largest split (no count or offset of any split can exceed it).
 MAX_SPLIT_SEEDS = max(len(s) for s in SPLITS.values())
 
@@ -30,7 +29,7 @@ class EvalConfig(BaseModel):
     selection uses, ``train`` the training seeds.  The report states its split and seed range.
     """
 
-    model_config = _STRICT
+    model_config = STRICT
     agents: list[str] = Field(
         default_factory=lambda: ["scripted:naive", "scripted:adaptive", "scripted:oracle"], description=(
             "Scientist seat specs to evaluate, each once: scripted:NAME (naive, adaptive, reader, oracle, "
@@ -57,11 +56,12 @@ class EvalConfig(BaseModel):
     chat_template: Optional[str] = Field(default=None, description=(
         "Chat template for model agents whose tokenizer has none (a base model): a Jinja file path or a "
         "built-in name (chatml). Used in memory; a tokenizer's own template always wins."))
-    max_new_tokens: int = Field(default=128, ge=8, description="New tokens per model turn.")
-    temperature: Optional[float] = Field(default=None, gt=0.0, description=(
-        "Decoding of model agents: None is greedy; a temperature samples (seeded by sampling_seed), which "
-        "evaluates the stochastic policy that training samples from."))
-    sampling_seed: int = Field(default=0, description="Seed of model agents' sampling (used with temperature).")
+    sampling: SamplingConfig = Field(default_factory=lambda: SamplingConfig(do_sample=False, max_new_tokens=128),
+                                     description=(
+        "How model agents decode, spelled as in training (rollout.sampling): greedy by default "
+        "(do_sample: false); do_sample: true with a temperature evaluates the stochastic policy training samples "
+        "from, seeded by sampling_seed."))
+    sampling_seed: int = Field(default=0, description="Seed of model agents' sampling (used with do_sample).")
     max_rounds: int = Field(default=6, ge=1, description="Negotiation rounds per episode before it times out.")
     bootstrap_samples: int = Field(default=2000, ge=100, description=(
         "Bootstrap resamples behind each 95% confidence interval (stratified by cell)."))

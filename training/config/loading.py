@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from training.errors import UserInputError
 
+#: ``model_config`` of every config model: unknown keys fail, a loaded config is immutable.
+STRICT = ConfigDict(extra="forbid", frozen=True)
+#: ``STRICT`` that also reads a number given for a string field as its text (``run_name: 2026``).
+STRICT_NUMBERS_AS_STR = ConfigDict(STRICT, coerce_numbers_to_str=True)
 #: File name of the resolved config inside a run directory.
 RESOLVED_CONFIG_NAME = "config.yaml"
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
@@ -43,7 +47,13 @@ def _parse_override(text: str) -> dict[str, Any]:
     parts = key.strip().split(".")
     if not sep or not all(p.strip() for p in parts):
         raise ConfigError(f"malformed override {text!r}: expected KEY=VALUE with a dotted key, e.g. grpo.beta=0.04")
-    value: Any = yaml.safe_load(raw)
+    try:
+        value: Any = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"override of '{key.strip()}': its value {raw!r} is not valid YAML ({problem}); write "
+                          "a number, a word, a list [a, b] or a quoted string, e.g. 'data.templates=[cell_biology]'"
+                          ) from None
     for part in reversed(parts):
         value = {part.strip(): value}
     return value

@@ -1,16 +1,18 @@
 """Torch-free configs for policy sampling and the embedded default model.
 
 These validate anywhere (no torch, transformers or trl import), so YAML configs that override them
-can be checked on any machine.  ``training/policy.py`` and ``training/default_model.py`` consume them.
+can be checked on any machine.  The policy engines (``training/rollout/policy.py``,
+``training/rollout/vllm_policy.py``) and the default-model build (``training/model/default.py``) consume them.
 """
 
 from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+from replicalab.seats import AgentRole
+from training.config.loading import STRICT
 
 #: Special tokens of the embedded tokenizer.  ``<|endoftext|>`` pads; ``<|im_end|>`` ends a turn.
 PAD_TOKEN = "<|endoftext|>"
@@ -32,7 +34,7 @@ class SamplingConfig(BaseModel):
     ``seed`` seeds torch's generator once per ``generate`` call (None leaves it alone).
     """
 
-    model_config = _STRICT
+    model_config = STRICT
 
     temperature: float = Field(default=1.0, gt=0.0, description=(
         "Softmax temperature of sampling (ignored when do_sample is false)."))
@@ -49,7 +51,7 @@ class SamplingConfig(BaseModel):
 class VLLMConfig(BaseModel):
     """The vLLM engine of each Ray rollout worker (``rollout.engine=vllm``)."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     python: Optional[str] = Field(default=None, description=(
         "Python interpreter of the vLLM environment the rollout workers run in (bash launch/setup_vllm.sh "
@@ -67,7 +69,7 @@ class VLLMConfig(BaseModel):
 class ArchitectureConfig(BaseModel):
     """Qwen2-style decoder of the embedded default model (tied embeddings)."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     hidden_size: int = Field(default=128, ge=16, description="Width of the residual stream (embedding size).")
     intermediate_size: int = Field(default=384, ge=16, description="Width of each MLP's hidden layer.")
@@ -118,14 +120,14 @@ class SFTHyperParams(BaseModel):
     into its own replies.
     """
 
-    model_config = _STRICT
+    model_config = STRICT
 
     learning_rate: float = Field(default=2e-3, gt=0.0, description="Peak AdamW learning rate of the all-token phase.")
     completion_learning_rate: Optional[float] = Field(default=1e-3, gt=0.0, description=(
         "Peak learning rate of the completion-only phase; None: learning_rate."))
     lm_steps: int = Field(default=800, ge=0, description=(
         "Optimizer steps of phase 1 (loss on every token of the lm_phase_roles chats); 0 skips the phase."))
-    lm_phase_roles: tuple[Literal["scientist", "lab_manager"], ...] = Field(default=("scientist",), description=(
+    lm_phase_roles: tuple[AgentRole, ...] = Field(default=("scientist",), description=(
         "Roles whose chats get the all-token loss in phase 1 (the others: assistant turns only)."))
     completion_steps: int = Field(default=450, ge=1, description=(
         "Optimizer steps of phase 2 (loss on the assistant turns only: the actions)."))
@@ -158,7 +160,7 @@ class DefaultModelConfig(BaseModel):
     move, and GRPO has a choice whose reward it can compare within a group.
     """
 
-    model_config = _STRICT
+    model_config = STRICT
 
     vocab_size: int = Field(default=2048, ge=300, description=(
         "Size of the byte-level BPE vocabulary trained on the transcripts (added tokens come on top)."))

@@ -1,6 +1,6 @@
 """``PlacementConfig``: which GPUs and CPUs the learner and the rollout workers hold (torch- and ray-free).
 
-Hung on ``TrainConfig`` as ``placement:``.  ``training.rollout.placement.plan_placement`` turns it, the
+Hung on ``TrainConfig`` as ``placement:``.  ``training.cluster.plan.plan_placement`` turns it, the
 cluster's resources and the model's size into a ``PlacementPlan`` before anything loads, and refuses an
 impossible layout with one line.  ``"auto"`` values resolve there:
 
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
+
+from training.config.loading import STRICT
 
 #: Ray placement-group strategies (ray.util.placement_group).
 PLACEMENT_STRATEGIES = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -27,7 +29,7 @@ AUTO = "auto"
 class PlacementConfig(BaseModel):
     """GPUs and CPUs of the learner and of each rollout worker, and how Ray places the workers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
 
     trainer_gpus: Union[Literal["auto"], int] = Field(default=AUTO, description=(
         "GPUs the learner processes hold (one per process: torchrun/accelerate launch with this many "

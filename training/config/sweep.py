@@ -9,13 +9,12 @@ import random
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from replicalab.seeds import METRIC_PREFIXES
-from training.config.loading import ConfigError, load_config, one_line
+from training.config.loading import STRICT, ConfigError, load_config, one_line
 from training.config.train import load_train_config
 
-_STRICT = ConfigDict(extra="forbid", frozen=True)
 #: Metric prefixes of splits a sweep may never select on (test reports; the pre-split name of the test split).
 FORBIDDEN_METRIC_PREFIXES = (f"{METRIC_PREFIXES['test']}/", "heldout/")
 #: Prefix of the periodic validation check's metrics (``validation.every_steps`` must be on to log them).
@@ -25,7 +24,7 @@ VALIDATION_PREFIX = f"{METRIC_PREFIXES['validation']}/"
 class Range(BaseModel):
     """A continuous range for random search (``log`` samples uniformly in log space)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     low: float = Field(description="Lower end of the range.")
     high: float = Field(description="Upper end of the range (above low).")
     log: bool = Field(default=False, description="Sample uniformly in log space (low must be positive).")
@@ -43,7 +42,7 @@ class SweepConfig(BaseModel):
     ``VALIDATION_SEEDS``) or a training-side one (``reward/mean``, ``train/...``).  A metric on the test
     split is refused: test seeds are for final reports only."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: str = Field(default="sweep", description=(
         "Sweep name: its directory under out, the trials' run-name prefix and their W&B group."))
     base: str = Field(default="configs/train/default.yaml", description="The TrainConfig YAML every trial starts from.")

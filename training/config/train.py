@@ -9,23 +9,18 @@ model on 2 CPU cores; ``configs/train/gpu.yaml`` shows a GPU run.
 
 from __future__ import annotations
 
-import math
-import random
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.scenarios import cells
 from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
-from replicalab.seeds import check_train_seed
-from training.config.loading import load_config
+from training.config.loading import STRICT_NUMBERS_AS_STR, load_config
 from training.config.model import SamplingConfig, VLLMConfig
 from training.errors import UserInputError
 from training.config.placement import PlacementConfig
-
-_STRICT = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 #: Where a run keeps its checkpoints (``checkpoint-N``), under the run directory.
 CHECKPOINTS_DIRNAME = "checkpoints"
@@ -43,7 +38,7 @@ class SeatsConfig(BaseModel):
     ``scripted`` (AdaptiveScientist / ScriptedLabManager), ``scripted:naive|adaptive|reader|random``
     (scientist only) or ``model:DIR`` (a frozen checkpoint).  At least one seat is ``policy``."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     scientist: str = Field(default=POLICY, description=(
         "Seat of the Scientist: policy (trained), scripted (AdaptiveScientist), scripted:naive|adaptive|reader|random, "
         "or model:DIR (a frozen checkpoint or Hugging Face id)."))
@@ -68,7 +63,7 @@ class SeatsConfig(BaseModel):
 class RolloutConfig(BaseModel):
     """How episodes are played: in the driver process or on a pool of Ray actors."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
         "Where episodes are played: inprocess (the driver, one policy copy) or ray (a pool of actor workers)."))
     num_workers: int = Field(default=2, ge=1, description=(
@@ -116,7 +111,7 @@ class GRPOParams(BaseModel):
     GSPO; TRL expects it with ``loss_type="luspo"``.
     """
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     num_generations: int = Field(default=8, ge=2, description=(
         "Episodes per GRPO group (same seed, role and opponent); advantages are computed within a group."))
     groups_per_step: int = Field(default=4, ge=1, description=(
@@ -183,7 +178,7 @@ class DataConfig(BaseModel):
     """Which scenarios training draws: every template x difficulty cell, seeds from ``TRAIN_SEEDS``
     after the first ``seed_offset`` of them."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     templates: list[str] = Field(default_factory=lambda: list(TEMPLATES), description=(
         "Scenario templates training draws from (cell_biology, ml_benchmark, behavioral_psychology)."))
     difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES), description=(
@@ -257,7 +252,7 @@ class DataConfig(BaseModel):
 class WandbConfig(BaseModel):
     """Weights & Biases sink (driver only).  ``offline`` needs no key; ``disabled`` imports nothing."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     mode: Literal["offline", "online", "disabled"] = Field(default="offline", description=(
         "W&B mode: offline (local files, no key; sync later), online (needs a login), disabled (no wandb "
         "import; metrics.jsonl is written anyway)."))
@@ -273,7 +268,7 @@ class WandbConfig(BaseModel):
 
 class CheckpointConfig(BaseModel):
     """Checkpoint every ``save_steps`` optimizer steps, keeping the newest ``save_total_limit``."""
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     save_steps: int = Field(default=10, ge=1, description=(
         "Optimizer steps between checkpoints (checkpoint-N under the run's checkpoints/)."))
     save_total_limit: int = Field(default=3, ge=1, description=(
@@ -284,7 +279,7 @@ class ValidationConfig(BaseModel):
     """Periodic evaluation on ``VALIDATION_SEEDS`` during training (``every_steps=0`` turns it off); its
     ``val/*`` metrics are what sweeps and selection read.  Test seeds are never played in training."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     every_steps: int = Field(default=0, ge=0, description=(
         "Optimizer steps between validation checks of the current weights as the Scientist (logged as "
         "val/*); 0: off."))
@@ -297,7 +292,7 @@ class LoraConfig(BaseModel):
     """LoRA adapters through PEFT: only the adapters train and travel to rollout workers each step;
     ``final/`` holds the merged full model (and the adapter under ``final/adapter``)."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     enabled: bool = Field(default=False, description="Train LoRA adapters instead of the full weights.")
     r: int = Field(default=8, ge=1, description="Adapter rank.")
     alpha: float = Field(default=16.0, gt=0.0, description="LoRA scaling numerator (the update is scaled by alpha / r).")
@@ -310,7 +305,7 @@ class LoraConfig(BaseModel):
 class TrainConfig(BaseModel):
     """Everything one training run needs.  ``bf16=None`` means on exactly when the device is cuda."""
 
-    model_config = _STRICT
+    model_config = STRICT_NUMBERS_AS_STR
     run_name: str = Field(default="default", description=(
         "Name of the run: its directory under output_dir and its W&B run name (a plain directory name)."))
     output_dir: str = Field(default="runs", description=(
@@ -392,45 +387,6 @@ class TrainConfig(BaseModel):
     def resolve_bf16(self, device: str) -> bool:
         """bf16 for the resolved device ("cpu" or "cuda"): the explicit value, else on for cuda."""
         return self.bf16 if self.bf16 is not None else device == "cuda"
-
-
-def _seed_stream(seed: int, room: int) -> tuple[int, int]:
-    """``(a, b)`` of the affine permutation ``i -> (a * i + b) % room`` of ``range(room)``, from ``seed``
-    (``a`` coprime with ``room``, so the first ``room`` picks are distinct)."""
-    rng = random.Random(seed)
-    b = rng.randrange(room)
-    a = rng.randrange(1, room) if room > 1 else 1
-    while math.gcd(a, room) != 1:
-        a = rng.randrange(1, room)
-    return a, b
-
-
-def train_rows(cfg: TrainConfig, n: int) -> list[dict[str, Any]]:
-    """The first ``n`` dataset rows ``{seed, role, template, difficulty}`` of the run, one per GRPO group.
-
-    A deterministic stream: row ``i`` depends only on ``(cfg.seed, cfg.data, cfg.seats, i)``, never on
-    ``n`` or ``grpo.max_steps``, so ``train_rows(cfg, m)[:n] == train_rows(cfg, n)`` and a run resumed with
-    a larger ``max_steps`` continues the same data order.  Seeds are distinct (an affine permutation of
-    ``TRAIN_SEEDS`` after ``cfg.data.seed_offset``, keyed by ``cfg.seed``) and come only from
-    ``TRAIN_SEEDS``; roles cycle over ``cfg.seats.trained_roles`` and, for each full cycle of roles, the
-    (template, difficulty) cell advances along ``cfg.data.cell_schedule`` (every cell in turn unless
-    ``data.difficulty_weights`` oversamples some difficulties).
-    """
-    if n < 0:
-        raise ValueError(f"n must be non-negative, got {n}")
-    room = max(len(TRAIN_SEEDS) - cfg.data.seed_offset, 0)
-    if n > room:
-        raise ValueError(f"{n} rows need {n} distinct training seeds; seed_offset leaves {room}")
-    a, b = _seed_stream(cfg.seed, room) if n else (1, 0)
-    roles = cfg.seats.trained_roles
-    schedule = cfg.data.cell_schedule(-(-n // len(roles)))
-    rows = []
-    for i in range(n):
-        pick = (a * i + b) % room
-        template, difficulty = schedule[i // len(roles)]
-        seed = check_train_seed(TRAIN_SEEDS[cfg.data.seed_offset + pick])
-        rows.append({"seed": seed, "role": roles[i % len(roles)], "template": template, "difficulty": difficulty})
-    return rows
 
 
 def load_train_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from replicalab.models import EpisodeLog
-from replicalab.scenarios import cells
 from replicalab.seats import MODEL, parse_seat
 from replicalab.seeds import METRIC_PREFIXES
+from replicalab.metrics import episode_metrics
 from training.config.eval import EvalConfig
-from training.config.model import SamplingConfig
-from training.eval.metrics import episode_metrics
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs
 
@@ -39,45 +37,27 @@ def agent_model_dir(spec: str) -> str | None:
     return resolve_model(seat.arg)
 
 
-def validation_slice(episodes: int, templates: Sequence[str], difficulties: Sequence[str]) -> list[EpisodeJob]:
-    """``episodes`` Scientist jobs spread over the cells, from the start of VALIDATION_SEEDS (the periodic
-    check during training; never a test seed)."""
-    from replicalab.seeds import split_seeds
-
-    grid = cells(templates, difficulties)
-    return episode_jobs(grid, split_seeds("validation", -(-episodes // len(grid))), limit=episodes)
-
-
-def decoding(cfg: EvalConfig) -> SamplingConfig:
-    """Greedy unless ``cfg.temperature`` is set (then plain sampling at that temperature)."""
-    if cfg.temperature is None:
-        return SamplingConfig(do_sample=False, max_new_tokens=cfg.max_new_tokens)
-    return SamplingConfig(do_sample=True, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
-
-
 def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
-    """Every job's EpisodeLog with ``spec`` in the Scientist seat (models decode as ``decoding(cfg)``)."""
-    from training.rollout.backends import make_backend
-    from training.rollout.play import load_frozen, play_jobs
-
+    """Every job's EpisodeLog with ``spec`` in the Scientist seat (models decode as ``cfg.sampling``)."""
     from training.model.validate import resolve_chat_template
+    from training.rollout.backends import make_backend
+    from training.rollout.contract import RolloutSpec
+    from training.rollout.engines import worker_python
+    from training.rollout.play import load_frozen, play_jobs
+    from training.rollout.ray_backend import RayPool
 
-    sampling = decoding(cfg)
     chat_template = resolve_chat_template(cfg.chat_template)
     model_dir = agent_model_dir(spec)
     if model_dir is None:
         frozen = load_frozen([cfg.lab_manager], device="cpu", chat_template=chat_template)
-        records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=sampling,
+        records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=cfg.sampling,
                             max_rounds=cfg.max_rounds, frozen=frozen)
         return [r.log for r in records]
-    frozen_specs = [cfg.lab_manager] if cfg.lab_manager.startswith("model:") else []
-    from training.rollout.engines import worker_python
-
     python, _ = worker_python(cfg.engine, cfg.vllm)
-    backend = make_backend(cfg.backend, model=model_dir, scientist="policy", lab_manager=cfg.lab_manager,
-                           sampling=sampling, max_rounds=cfg.max_rounds, device="auto",
-                           num_workers=cfg.num_workers, frozen=frozen_specs, chat_template=chat_template,
-                           engine=cfg.engine, vllm=cfg.vllm, python=python)
+    rollout = RolloutSpec(model=model_dir, scientist="policy", lab_manager=cfg.lab_manager, sampling=cfg.sampling,
+                          max_rounds=cfg.max_rounds, device="auto", engine=cfg.engine, vllm=cfg.vllm,
+                          chat_template=chat_template)
+    backend = make_backend(cfg.backend, rollout, pool=RayPool(num_workers=cfg.num_workers, python=python))
     try:
         return [r.log for r in backend.collect(jobs, sampling_seed=cfg.sampling_seed)]
     finally:
@@ -104,7 +84,7 @@ def build_report(cfg: EvalConfig, played: dict[str, list[EpisodeLog]]) -> dict[s
     oracle = played[ORACLE]
     report: dict[str, Any] = {"split": cfg.split, "seed_range": cfg.seed_range, "seeds": cfg.seeds,
                               "lab_manager": cfg.lab_manager,
-                              "decoding": decoding(cfg).model_dump(), "sampling_seed": cfg.sampling_seed,
+                              "decoding": cfg.sampling.model_dump(), "sampling_seed": cfg.sampling_seed,
                               "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}}
     for spec, logs in played.items():
         if spec == ORACLE and ORACLE not in cfg.agents:

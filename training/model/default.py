@@ -5,6 +5,13 @@
 (d) warm-starts it with TRL's ``SFTTrainer`` and (e) writes a standard Hugging Face checkpoint
 directory (config, weights, tokenizer, generation config, ``README.md`` model card, and
 ``build_info.json``).  ``resolve_default_model()`` finds it, building it on first use.
+
+``check_model_path(name)`` is the one set of rules for any model name (a ``model`` config value, the DIR of a
+``model:DIR`` seat), cheap enough to run before anything starts (no build, no tokenizer load): ``default`` is
+the embedded model; a name that exists or looks like a path must be a directory holding ``config.json``,
+weights and a tokenizer (a missing path is an error, never a hub lookup); anything else is a Hugging Face id,
+which with ``HF_HUB_OFFLINE`` set must already be in the local cache (its snapshot is checked like a
+directory).  ``check_seat_models`` applies it to seat specs; ``training.model.validate`` builds on it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any, Optional
 
 from typing import TYPE_CHECKING
 
-from replicalab.seats import DEFAULT_MODEL
+from replicalab.seats import DEFAULT_MODEL, MODEL_PREFIX
 from training.config.model import (
     DEFAULT_MODEL_DIRNAME,
     DEFAULT_MODEL_ENV,
@@ -61,57 +68,68 @@ def resolve_model(name: str) -> str:
     return str(local) if local.exists() else name
 
 
-#: Files of which a model directory must hold at least one to have a tokenizer.
+#: A hub id: ``name`` or ``owner/name`` (letters, digits, ``-_.``).
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
+#: Files of which a model directory must hold at least one to have weights, and to have a tokenizer.
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "*.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-#: A Hugging Face repo id: ``name`` or ``owner/name`` of letters, digits, ``-``, ``_`` and ``.``.
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+#: What a model name may be (the tail of every path error).
+VALID_MODEL = f"expected a model directory (config.json, weights, tokenizer), a Hugging Face id or '{DEFAULT_MODEL}'"
 
 
-def _looks_local(name: str) -> bool:
-    """A path rather than a hub id: absolute, ``.``/``~``-relative, deeper than ``owner/name``, or
-    anything that is not a valid repo id."""
-    return name.startswith(("/", ".", "~")) or os.sep in name.strip("/").split("/", 1)[-1] \
-        or not HUB_ID.match(name)
+def looks_local(name: str) -> bool:
+    """A name that can only mean a path (absolute, relative with ./ or ../, ~, or more than one slash)."""
+    return (name.startswith(("/", "./", "../", "~", ".\\")) or name in (".", "..")
+            or name.count("/") > 1 or "\\" in name or not HUB_ID.match(name))
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _check_files(name: str, path: Path) -> None:
+    """``path`` (where model ``name`` loads from) is a directory with a config, weights and a tokenizer."""
+    if not path.exists():
+        raise UserInputError(f"model path {name} does not exist; {VALID_MODEL}")
+    if not path.is_dir():
+        raise UserInputError(f"model path {name} is a file, not a directory; {VALID_MODEL}")
+    if not (path / "config.json").is_file():
+        raise UserInputError(f"model path {name} has no config.json (not a Hugging Face model directory); "
+                             f"{VALID_MODEL}")
+    if not any(next(path.glob(p), None) for p in WEIGHT_PATTERNS):
+        raise UserInputError(f"model path {name} has no weights (none of {', '.join(WEIGHT_PATTERNS)}); "
+                             f"{VALID_MODEL}")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise UserInputError(f"model path {name} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                             f"{VALID_MODEL}")
 
 
 def check_model_path(name: str) -> str:
-    """Check ``name`` (a ``model`` config value or the DIR of ``model:DIR``) before anything is started
-    or written, and return where it loads from (as ``resolve_model`` would, without building anything).
-
-    ``default`` is the embedded default model (its directory; built on first use by ``resolve_model``).
-    A local path must be a directory holding ``config.json`` and a tokenizer; a hub id (``owner/name``)
-    must be in the local Hugging Face cache when ``HF_HUB_OFFLINE`` is set.  Anything else raises
-    ``UserInputError`` with one line naming the problem and what would be valid.
-    """
+    """Check model ``name`` (a ``model`` config value or the DIR of ``model:DIR``) before anything is started
+    or written, and return where it loads from: the default model's directory (not built here), the local
+    directory, the cached snapshot of a hub id when offline, else the hub id."""
     if name == DEFAULT_MODEL:
         return str(default_model_dir())
     local = Path(name).expanduser()
-    valid = f"a model directory (config.json + tokenizer), a Hugging Face id or '{DEFAULT_MODEL}'"
-    if local.exists() or _looks_local(name):
-        if not local.exists():
-            raise UserInputError(f"model path {name} does not exist; expected {valid}")
-        if not local.is_dir():
-            raise UserInputError(f"model path {name} is a file, not a directory; expected {valid}")
-        if not (local / "config.json").is_file():
-            raise UserInputError(f"{name} is not a model directory (no config.json); expected {valid}")
-        if not any((local / f).is_file() for f in TOKENIZER_FILES):
-            raise UserInputError(f"{name} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
-                                 f"expected {valid}")
+    if local.exists() or looks_local(name):
+        _check_files(name, local)
         return str(local)
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        from huggingface_hub import try_to_load_from_cache
+    if not _offline():
+        return name
+    from huggingface_hub import snapshot_download
 
-        if not isinstance(try_to_load_from_cache(name, "config.json"), str):
-            raise UserInputError(f"model {name!r} is not a local directory and not in the Hugging Face cache "
-                                 f"(HF_HUB_OFFLINE is set); expected {valid}")
-    return name
+    try:
+        snapshot = snapshot_download(name, local_files_only=True)
+    except Exception:
+        raise UserInputError(f"model {name!r} is not a local directory and not in the Hugging Face cache "
+                             f"(HF_HUB_OFFLINE is set); {VALID_MODEL}") from None
+    _check_files(name, Path(snapshot))
+    return snapshot
 
 
 def check_seat_models(*specs: str) -> None:
     """``check_model_path`` for each ``model:DIR`` seat spec among ``specs`` (other seats pass)."""
-    from replicalab.seats import MODEL_PREFIX
-
-    for spec in specs:
+    for spec in dict.fromkeys(specs):
         if spec.startswith(MODEL_PREFIX):
             check_model_path(spec[len(MODEL_PREFIX):])
 

@@ -21,14 +21,13 @@ from replicalab import (
     generate_scenario,
     run_episode,
 )
-from replicalab.agents import SCRIPTED_SCIENTISTS
+from replicalab.agents import SCIENTIST_FACTORIES
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
 from replicalab.render import suggestion_in
 from replicalab.scenarios import cells
-from training.rollout.records import episode_jobs
 
 Example = dict[str, list[dict[str, str]]]
 #: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
@@ -78,8 +77,10 @@ def train_seeds(n_seeds: int) -> list[int]:
 
 def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
     """(seed, template, difficulty) for every training seed x template x difficulty."""
-    for job in episode_jobs(cells(), train_seeds(n_seeds)):
-        yield job.seed, job.template, job.difficulty
+    grid = cells()
+    for seed in train_seeds(n_seeds):  # seeds outermost, as every job list is ordered
+        for template, difficulty in grid:
+            yield seed, template, difficulty
 
 
 #: The scripted Scientists whose episodes make up the transcripts.
@@ -92,7 +93,7 @@ def record_episode(seed: int, template: str, difficulty: str, *, scientist: str 
     ``ScriptedLabManager``); return both seats' transcripts and the log."""
     if scientist not in SCIENTISTS:
         raise ValueError(f"unknown transcript scientist {scientist!r}; choose one of {', '.join(SCIENTISTS)}")
-    recorded = _Recorder(SCRIPTED_SCIENTISTS[scientist](seed, template, difficulty))
+    recorded = _Recorder(SCIENTIST_FACTORIES[scientist](seed, template, difficulty))
     lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)))
     log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), recorded, lab_manager,
                       seed=seed, template=template, difficulty=difficulty)
@@ -148,12 +149,6 @@ def collect_transcripts(
         mean_reward_recorded=sum(recorded_rewards) / max(1, len(recorded_rewards)),
     )
     return scientist, lab, stats
-
-
-def collect_examples(n_seeds: int, **kwargs: Any) -> tuple[list[Example], list[Example], TranscriptStats]:
-    """``collect_transcripts`` flattened to per-turn prompt/completion examples (seat by seat)."""
-    sci, lab, stats = collect_transcripts(n_seeds, **kwargs)
-    return [e for t in sci for e in t], [e for t in lab for e in t], stats
 
 
 def turn_example(transcript: Transcript, k: int) -> dict[str, list[dict[str, str]]]:

@@ -50,11 +50,10 @@ class ModelAgent:
     A turn whose prompt no longer fits the context window is an ``InvalidAction`` (as in rollouts).
     """
 
-    def __init__(self, policy: PolicyModel, role: AgentRole,
-                 sampling: Optional[SamplingConfig] = None) -> None:
+    def __init__(self, policy: PolicyModel, role: AgentRole, sampling: SamplingConfig) -> None:
         self.policy = policy
         self.role: AgentRole = role
-        self.sampling = sampling or policy.sampling
+        self.sampling = sampling
         self.seat = ModelSeat()
         self.generations: list[Generation] = []
 
@@ -93,7 +92,6 @@ def load_agent_spec(spec: str, role: AgentRole, *, sampling: Optional[SamplingCo
     where = validate_model(seat.arg, chat_template=chat_template)
     policy = PolicyModel(where, device=device, chat_template=chat_template)
     chosen = sampling or greedy_for(policy)
-    policy.sampling = chosen
     return lambda: ModelAgent(policy, role, chosen)
 
 

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from training.config.model import SamplingConfig, VLLMConfig
+from training.config.model import VLLMConfig
 from training.errors import UserInputError
+from training.rollout.contract import RolloutSpec
 
 logger = logging.getLogger(__name__)
 
@@ -73,15 +74,15 @@ def worker_python(engine: str, vllm: VLLMConfig) -> tuple[Optional[str], str]:
     return python, f"vllm {version}"
 
 
-def make_policy(engine: str, model: str, *, sampling: SamplingConfig, device: str,
-                chat_template: Optional[str] = None, vllm: Optional[VLLMConfig] = None) -> Any:
-    """The policy of a rollout worker for ``engine``."""
-    if engine == "vllm":
+def make_policy(spec: RolloutSpec) -> Any:
+    """The policy model of a rollout worker playing ``spec``, on its engine (``spec.engine``)."""
+    if spec.engine == "vllm":
         from training.rollout.vllm_policy import VLLMPolicyModel
 
-        return VLLMPolicyModel(model, sampling=sampling, device=device, chat_template=chat_template, vllm=vllm)
-    if engine != "hf":
-        raise ValueError(f"unknown rollout engine {engine!r}; valid: {', '.join(ENGINES)}")
+        return VLLMPolicyModel(spec.model, device=spec.device, chat_template=spec.chat_template, vllm=spec.vllm,
+                               seed=spec.sampling.seed or 0)
+    if spec.engine != "hf":
+        raise ValueError(f"unknown rollout engine {spec.engine!r}; valid: {', '.join(ENGINES)}")
     from training.rollout.policy import PolicyModel
 
-    return PolicyModel(model, sampling=sampling, device=device, chat_template=chat_template)
+    return PolicyModel(spec.model, device=spec.device, chat_template=spec.chat_template)

@@ -34,6 +34,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from training.errors import UserInputError
 from training.config.model import SamplingConfig
 from training.rollout.generation import (
     StepLogprobs,
@@ -74,9 +75,12 @@ class Generation:
 
 
 def resolve_device(device: str = "auto") -> torch.device:
-    """"auto" picks CUDA when available, else CPU."""
+    """The one device resolver: "auto" picks CUDA when available, else CPU; a CUDA device asked for on a
+    machine without one is a one-line ``UserInputError``."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserInputError(f"device {device} was asked for but no CUDA device is available; use auto or cpu")
     return torch.device(device)
 
 
@@ -110,7 +114,6 @@ class PolicyModel:
         self,
         name_or_path: Optional[str] = None,
         *,
-        sampling: Optional[SamplingConfig] = None,
         device: str = "auto",
         model: Optional[PreTrainedModel] = None,
         tokenizer: Optional[PreTrainedTokenizerBase] = None,
@@ -119,7 +122,6 @@ class PolicyModel:
         if name_or_path is None and (model is None or tokenizer is None):
             raise ValueError("give name_or_path, or both model and tokenizer")
         self.device = resolve_device(device)
-        self.sampling = sampling or SamplingConfig()
         self.name_or_path = name_or_path or getattr(model, "name_or_path", "in-memory")
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
@@ -162,12 +164,11 @@ class PolicyModel:
         """Number of tokens ``text`` encodes to (no special tokens added)."""
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def max_new_tokens(self, sampling: Optional[SamplingConfig] = None) -> int:
+    def max_new_tokens(self, sampling: SamplingConfig) -> int:
         """The completion length actually used: the configured one, capped to leave room for a prompt."""
-        wanted = (sampling or self.sampling).max_new_tokens
-        return max(1, min(wanted, self.max_positions // 2))
+        return max(1, min(sampling.max_new_tokens, self.max_positions // 2))
 
-    def prompt_budget(self, sampling: Optional[SamplingConfig] = None) -> int:
+    def prompt_budget(self, sampling: SamplingConfig) -> int:
         """Most prompt tokens (chat template included) that still leave room for the completion."""
         return self.max_positions - self.max_new_tokens(sampling)
 
@@ -179,13 +180,10 @@ class PolicyModel:
         return list(ids)
 
     # -- generation ------------------------------------------------------------------------------
-    def generate(
-        self, batch: Sequence[Messages], sampling: Optional[SamplingConfig] = None
-    ) -> list[Generation]:
+    def generate(self, batch: Sequence[Messages], sampling: SamplingConfig) -> list[Generation]:
         """Answer every conversation of ``batch`` with one batched ``model.generate`` call.
 
         Prompts longer than the budget keep their last ``prompt_budget`` tokens (logged)."""
-        sampling = sampling or self.sampling
         budget = self.prompt_budget(sampling)
         prompts, truncated = [], []
         for messages in batch:
@@ -199,13 +197,12 @@ class PolicyModel:
 
     @torch.no_grad()
     def generate_ids(
-        self, prompts: Sequence[list[int]], sampling: Optional[SamplingConfig] = None,
+        self, prompts: Sequence[list[int]], sampling: SamplingConfig,
         *, truncated: Optional[Sequence[bool]] = None,
     ) -> list[Generation]:
         """Continue every token-id prompt with one batched, left-padded ``model.generate`` call."""
         if not prompts:
             return []
-        sampling = sampling or self.sampling
         truncated = truncated or [False] * len(prompts)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)

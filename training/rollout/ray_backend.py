@@ -1,104 +1,96 @@
-"""``RayBackend``: a pool of Ray ``RolloutWorker`` actors behind the rollout-backend interface
-(``training.rollout.backends``: the interface, the sharding and seeding rules and the fault contract)."""
+"""``RayBackend``: a pool of Ray ``RolloutWorker`` actors behind the rollout contract
+(``training.rollout.contract``: the spec, the sharding and seeding rules and the fault contract).
+
+Weights are put into the object store once per version and every worker loads them; ``collect`` splits the
+jobs into contiguous shards (one per worker), runs them concurrently and gathers the records by ``job_id``.
+A Ray session the backend starts itself is shut down by ``close`` (``training.cluster.ray_session``; the
+training driver calls it in a ``finally``, on signals too).
+"""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from training.config.model import SamplingConfig, VLLMConfig
-from training.rollout.backends import (
-    RAY_ENV,
-    WORKER_READY_TIMEOUT_S,
+from training.cluster.placement_group import PlacedGroup, make_placement_group
+from training.cluster.plan import PlacementPlan
+from training.cluster.ray_session import connect
+from training.cluster.resources import ClusterResources
+from training.rollout.contract import (
+    RolloutSpec,
     WorkerFailure,
-    _check_complete,
+    check_complete,
     check_unique_job_ids,
     shard_jobs,
-    shard_sampling,
+    shard_seed,
 )
-from training.rollout.ray_session import clean_stale_session, kill_session_processes, session_ids
 from training.rollout.records import EpisodeJob, RolloutRecord
-
-if TYPE_CHECKING:
-    from training.rollout.cluster import ClusterResources
-    from training.rollout.placement import PlacementPlan
-    from training.rollout.placement_group import PlacedGroup
 
 logger = logging.getLogger(__name__)
 
+#: Seconds to wait for a new worker to load its model before giving up.
+WORKER_READY_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class RayPool:
+    """Where a ``RayBackend``'s workers run: how many, their threads (and CPUs), restarts allowed per call,
+    the Ray cluster (``ray_address``; None: the initialised session, else a new local one), each worker's GPU
+    share (None: 0 on CPU, else the cluster's GPUs shared evenly, at most one each), the file that records a
+    session the backend starts (``session_record``), the run's placement (``plan_for(cluster)``: planned on the
+    connected cluster before any worker starts; the workers then sit in its placement group, on its device and
+    GPU share) and the workers' interpreter (``python``: the vLLM environment for the vllm engine)."""
+
+    num_workers: int = 1
+    torch_threads_per_worker: int = 1
+    max_restarts: int = 3
+    ray_address: Optional[str] = None
+    num_gpus_per_worker: Optional[float] = None
+    session_record: Optional[Path] = None
+    plan_for: Optional[Callable[[ClusterResources], PlacementPlan]] = None
+    python: Optional[str] = None
+
 
 class RayBackend:
-    """A pool of ``num_workers`` Ray ``RolloutWorker`` actors with weight broadcast and fault recovery.
+    """A pool of ``pool.num_workers`` Ray ``RolloutWorker`` actors playing ``spec`` with weight broadcast and
+    fault recovery.  ``restarts`` counts workers replaced so far (over all collects)."""
 
-    Uses an already initialised Ray session, else connects to ``ray_address``, else starts a local
-    Ray.  Each worker runs torch with ``torch_threads_per_worker`` threads and reserves that many CPUs.
-    ``device`` is each worker's torch device; ``num_gpus_per_worker`` (default: 0 on ``"cpu"``, else
-    the cluster's GPUs shared evenly, at most one each) is what each worker reserves.  ``frozen`` as
-    for ``InProcessBackend``.  ``restarts`` counts workers replaced so far (over all collects).
-    """
-
-    def __init__(self, model: str, *, num_workers: int, scientist: str, lab_manager: str,
-                 sampling: SamplingConfig, max_rounds: int = 6, torch_threads_per_worker: int = 1,
-                 max_restarts: int = 3, ray_address: Optional[str] = None, device: str = "cpu",
-                 num_gpus_per_worker: Optional[float] = None,
-                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None,
-                 session_record: Optional[Path] = None,
-                 plan_for: Optional[Callable[["ClusterResources"], "PlacementPlan"]] = None,
-                 engine: str = "hf", vllm: Optional[VLLMConfig] = None, python: Optional[str] = None) -> None:
+    def __init__(self, spec: RolloutSpec, pool: RayPool = RayPool()) -> None:
         import ray
 
-        if num_workers < 1:
+        if pool.num_workers < 1:
             raise ValueError("num_workers must be >= 1")
-        self._owns_ray = not ray.is_initialized()
-        self._session_name: Optional[str] = None
-        self._raylet_pid: Optional[int] = None
-        self._session_record = Path(session_record) if session_record is not None else None
-        if self._owns_ray:
-            for key, value in RAY_ENV.items():
-                os.environ.setdefault(key, value)
-            if self._session_record is not None:
-                clean_stale_session(self._session_record)
-            ray.init(address=ray_address, include_dashboard=False, logging_level=logging.WARNING)
-            if ray_address is None:  # a local session this process started (and must not outlive it)
-                self._session_name, self._raylet_pid = session_ids()
-                if self._session_record is not None and self._session_name:
-                    self._session_record.write_text(json.dumps(
-                        {"driver_pid": os.getpid(), "session_name": self._session_name,
-                         "raylet_pid": self._raylet_pid}) + "\n")
+        self.session = connect(pool.ray_address, pool.session_record)
         self.placed: Optional[PlacedGroup] = None
         self.workers: list[Any] = []
         self._state_ref: Any = None  # the current weights in the object store (for replacements)
+        num_gpus = pool.num_gpus_per_worker
         try:
-            if plan_for is not None:  # planned (and refused, if it cannot work) before any model loads
-                from training.rollout.cluster import ClusterResources
-                from training.rollout.placement_group import make_placement_group
-
-                plan = plan_for(ClusterResources.from_ray())
+            if pool.plan_for is not None:  # planned (and refused, if it cannot work) before any model loads
+                plan = pool.plan_for(ClusterResources.from_ray())
                 self.placed = make_placement_group(plan)
-                device, num_gpus_per_worker = plan.worker_device, plan.gpus_per_worker
+                spec = _on_device(spec, plan.worker_device)
+                num_gpus = plan.gpus_per_worker
         except BaseException:
             self.close()
             raise
-        if num_gpus_per_worker is None:
-            gpus = 0.0 if device == "cpu" else float(ray.cluster_resources().get("GPU", 0.0))
-            num_gpus_per_worker = min(1.0, gpus / num_workers)
-        self.sampling = sampling
-        self._spec = dict(model=model, scientist=scientist, lab_manager=lab_manager, sampling=sampling,
-                          max_rounds=max_rounds, torch_threads=torch_threads_per_worker, device=device,
-                          num_gpus=num_gpus_per_worker, frozen=frozen, chat_template=chat_template,
-                          engine=engine, vllm=vllm, python=python)
-        self.num_workers = num_workers
-        self.max_restarts = max_restarts
+        if num_gpus is None:
+            gpus = 0.0 if spec.device == "cpu" else float(ray.cluster_resources().get("GPU", 0.0))
+            num_gpus = min(1.0, gpus / pool.num_workers)
+        self.spec = spec
+        self.pool = pool
+        self._num_gpus = num_gpus
+        self.num_workers = pool.num_workers
+        self.max_restarts = pool.max_restarts
         self.restarts = 0
         self.version = 0  # the checkpoint as loaded
         self._spawned = 0
         self.names: list[str] = []  # each slot's worker name (ray-K, K counting every worker started)
         self.pids: list[Optional[int]] = []  # each slot's OS process id, once it reported ready
         try:
-            for slot in range(num_workers):
+            for slot in range(self.num_workers):
                 worker, name = self._spawn(slot)
                 self.workers.append(worker)
                 self.names.append(name)
@@ -115,7 +107,8 @@ class RayBackend:
         self._spawned += 1
         name = f"ray-{self._spawned - 1}"
         options = self.placed.worker_options(slot) if self.placed is not None else None
-        worker = make_worker(name=name, options=options, **self._spec)
+        worker = make_worker(self.spec, name=name, torch_threads=self.pool.torch_threads_per_worker,
+                             num_gpus=self._num_gpus, options=options, python=self.pool.python)
         if self._state_ref is not None:
             worker.set_weights.remote(self._state_ref, self.version)  # queued before any collect
         return worker, name
@@ -198,8 +191,8 @@ class RayBackend:
 
         check_unique_job_ids(jobs)
         shards = shard_jobs(jobs, self.num_workers) if jobs else []
-        samplings = [shard_sampling(self.sampling, sampling_seed, slot) for slot in range(len(shards))]
-        pending = {self.workers[slot].collect.remote(shard, samplings[slot]): slot
+        seeds = [shard_seed(sampling_seed, slot) for slot in range(len(shards))]
+        pending = {self.workers[slot].collect.remote(shard, seeds[slot]): slot
                    for slot, shard in enumerate(shards)}
         records: dict[int, RolloutRecord] = {}
         failures = 0
@@ -216,10 +209,10 @@ class RayBackend:
                 if failures > self.max_restarts:
                     raise self._give_up(failures, error, "in one collect") from error
                 logger.warning("re-running %d episodes (jobs %s) on %s", len(ids), ids, self.names[slot])
-                pending[self.workers[slot].collect.remote(shards[slot], samplings[slot])] = slot
+                pending[self.workers[slot].collect.remote(shards[slot], seeds[slot])] = slot
                 continue
             self._absorb(shards[slot], shard_records, records)
-        return _check_complete(jobs, records)
+        return check_complete(jobs, records)
 
     def _absorb(self, shard: Sequence[EpisodeJob], got: Sequence[RolloutRecord],
                 records: dict[int, RolloutRecord]) -> None:
@@ -253,16 +246,7 @@ class RayBackend:
         placed, self.placed = self.placed, None
         if placed is not None and ray.is_initialized():
             placed.remove()
-        if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
-        if self._session_name:  # what ray.shutdown left of the session this backend started
-            left = kill_session_processes(self._session_name, self._raylet_pid)
-            if left:
-                logger.info("killed %d Ray processes left after shutdown", len(left))
-            if self._session_record is not None:
-                self._session_record.unlink(missing_ok=True)
-            self._session_name = None
-
+        self.session.close()
 
 def _worker_failures() -> tuple[type[BaseException], ...]:
     """The Ray exceptions that mean "this worker is gone", as opposed to a bug in the episode code."""
@@ -270,3 +254,8 @@ def _worker_failures() -> tuple[type[BaseException], ...]:
 
     names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")
     return tuple(getattr(rex, name) for name in names if hasattr(rex, name))
+
+
+def _on_device(spec: RolloutSpec, device: str) -> RolloutSpec:
+    """``spec`` with the models on ``device`` (the placement plan's worker device)."""
+    return spec if spec.device == device else replace(spec, device=device)

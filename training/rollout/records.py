@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from replicalab.models import EpisodeLog
+from replicalab.scenarios import cells
+from replicalab.seeds import split_seeds
 from replicalab.seats import AgentRole
 
 
@@ -29,6 +31,13 @@ def episode_jobs(cells: Sequence[tuple[str, str]], seeds: Iterable[int], role: A
     grid = [(seed, t, d) for seed in seeds for t, d in cells]
     return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role=role)
             for i, (s, t, d) in enumerate(grid[:limit])]
+
+
+def validation_slice(episodes: int, templates: Sequence[str], difficulties: Sequence[str]) -> list[EpisodeJob]:
+    """``episodes`` Scientist jobs spread over the cells, from the start of VALIDATION_SEEDS (the periodic
+    check during training; never a test seed)."""
+    grid = cells(templates, difficulties)
+    return episode_jobs(grid, split_seeds("validation", -(-episodes // len(grid))), limit=episodes)
 
 
 @dataclass(frozen=True)

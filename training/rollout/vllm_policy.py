@@ -50,10 +50,10 @@ def checkpoint_generation_config(path: str, model_config: Any) -> GenerationConf
 class VLLMPolicyModel(PolicyModel):
     """A ``PolicyModel`` whose generation runs on an in-process vLLM engine (see the module docstring)."""
 
-    def __init__(self, name_or_path: str, *, sampling: Optional[SamplingConfig] = None, device: str = "auto",
-                 chat_template: Optional[str] = None, vllm: Optional[VLLMConfig] = None) -> None:
+    def __init__(self, name_or_path: str, *, device: str = "auto", chat_template: Optional[str] = None,
+                 vllm: Optional[VLLMConfig] = None, seed: int = 0) -> None:
         self.device = resolve_device(device)
-        self.sampling = sampling or SamplingConfig()
+        self.seed = seed  # the engine's own seed; each request is seeded from its SamplingConfig
         self.name_or_path = name_or_path
         self.vllm = vllm or VLLMConfig()
         model_config = AutoConfig.from_pretrained(name_or_path)
@@ -77,7 +77,7 @@ class VLLMPolicyModel(PolicyModel):
                    max_model_len=self.max_positions, enable_prefix_caching=True,
                    logprobs_mode="processed_logprobs", enforce_eager=self.vllm.enforce_eager or on_cpu,
                    gpu_memory_utilization=self.vllm.gpu_memory_utilization, max_num_seqs=self.vllm.max_num_seqs,
-                   seed=self.sampling.seed or 0, **whole_prompts)
+                   seed=self.seed, **whole_prompts)
 
     def request_params(self, sampling: SamplingConfig, n: int) -> list[Any]:
         """One ``SamplingParams`` per request of a batch of ``n`` (greedy when ``do_sample`` is off)."""
@@ -92,12 +92,11 @@ class VLLMPolicyModel(PolicyModel):
                                **common) for row in range(n)]
 
     @torch.no_grad()
-    def generate_ids(self, prompts: Sequence[list[int]], sampling: Optional[SamplingConfig] = None,
+    def generate_ids(self, prompts: Sequence[list[int]], sampling: SamplingConfig,
                      *, truncated: Optional[Sequence[bool]] = None) -> list[Generation]:
         """Continue every token-id prompt; the engine batches and caches as it sees fit."""
         if not prompts:
             return []
-        sampling = sampling or self.sampling
         truncated = truncated or [False] * len(prompts)
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.llm.generate(requests, self.request_params(sampling, len(prompts)), use_tqdm=False)

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import ray
 
+from training.rollout.contract import RolloutSpec
 from training.rollout.records import EpisodeJob, RolloutRecord
 
 #: Environment every worker sets before importing transformers (no hub, no tokenizer threads).
@@ -26,16 +27,11 @@ INJECTED_CRASH_EXIT_CODE = 13
 
 
 class RolloutWorkerImpl:
-    """The plain class behind the ``RolloutWorker`` actor (usable without Ray in a pinch).
+    """The plain class behind the ``RolloutWorker`` actor (usable without Ray in a pinch): it plays
+    ``spec`` (``training.rollout.contract.RolloutSpec``: seats, sampling, engine, limits) with
+    ``torch_threads`` torch threads."""
 
-    ``model`` is a checkpoint directory or model id; ``scientist`` / ``lab_manager`` are seat specs
-    (``"policy"``, ``"scripted..."``, ``"model:DIR"``); ``sampling`` is a ``SamplingConfig``.
-    """
-
-    def __init__(self, model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
-                 max_rounds: int, torch_threads: int = 1, device: str = "cpu",
-                 frozen: Optional[Sequence[str]] = None, chat_template: Optional[str] = None,
-                 engine: str = "hf", vllm: Any = None) -> None:
+    def __init__(self, spec: RolloutSpec, *, name: str, torch_threads: int = 1) -> None:
         for key, value in WORKER_ENV.items():
             os.environ.setdefault(key, value)
         import torch
@@ -45,13 +41,9 @@ class RolloutWorkerImpl:
 
         torch.set_num_threads(torch_threads)
         self.name = name
-        self.seats = dict(scientist=scientist, lab_manager=lab_manager)
-        self.sampling = sampling
-        self.max_rounds = max_rounds
-        self.policy = make_policy(engine, model, sampling=sampling, device=device, chat_template=chat_template,
-                                  vllm=vllm)
-        self.frozen = load_frozen(frozen if frozen is not None else [scientist, lab_manager], device,
-                                  chat_template=chat_template)
+        self.spec = spec
+        self.policy = make_policy(spec)
+        self.frozen = load_frozen(spec.frozen, spec.device, chat_template=spec.chat_template)
         self._delay_s = 0.0
         self._crash_next = False
         self._crash_on_weights = False
@@ -80,12 +72,13 @@ class RolloutWorkerImpl:
         """The worker's current parameters (to check a broadcast reached it)."""
         return self.policy.state_numpy()
 
-    def collect(self, jobs: Sequence[EpisodeJob], sampling: Any = None) -> list[RolloutRecord]:
-        """Play ``jobs`` (with ``sampling``, default the worker's) and return one record per job, in order."""
+    def collect(self, jobs: Sequence[EpisodeJob], seed: Optional[int] = None) -> list[RolloutRecord]:
+        """Play ``jobs`` with the spec's sampling reseeded by ``seed`` (this shard's seed; None: as configured)
+        and return one record per job, in order."""
         from training.rollout.play import play_jobs
 
-        records = play_jobs(self.policy, jobs, **self.seats, sampling=sampling or self.sampling,
-                            max_rounds=self.max_rounds, frozen=self.frozen,
+        records = play_jobs(self.policy, jobs, **self.spec.seats, sampling=self.spec.shard_sampling(seed),
+                            max_rounds=self.spec.max_rounds, frozen=self.frozen,
                             weights_version=self.policy.weights_version, worker=self.name)
         if self._crash_next:
             os._exit(INJECTED_CRASH_EXIT_CODE)  # the episodes were played, then lost with the process
@@ -118,21 +111,14 @@ def _delayed(inner: Any, worker: RolloutWorkerImpl) -> Any:
 RolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorkerImpl)
 
 
-def make_worker(model: str, *, name: str, scientist: str, lab_manager: str, sampling: Any,
-                max_rounds: int, torch_threads: int = 1, device: str = "cpu",
-                frozen: Optional[Sequence[str]] = None, num_cpus: Optional[float] = None,
-                num_gpus: float = 0.0, chat_template: Optional[str] = None,
-                options: Optional[dict[str, Any]] = None, engine: str = "hf", vllm: Any = None,
-                python: Optional[str] = None) -> Any:
-    """Start one ``RolloutWorker`` actor and return its handle (construction runs asynchronously;
-    call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs and
-    ``num_gpus`` GPUs, unless ``options`` (a placement group's ``worker_options``) say otherwise.
-    ``python``: the interpreter the actor runs in (the vLLM environment for ``engine="vllm"``)."""
+def make_worker(spec: RolloutSpec, *, name: str, torch_threads: int = 1, num_cpus: Optional[float] = None,
+                num_gpus: float = 0.0, options: Optional[dict[str, Any]] = None, python: Optional[str] = None) -> Any:
+    """Start one ``RolloutWorker`` actor playing ``spec`` and return its handle (construction runs
+    asynchronously; call ``ready`` to wait for it).  It reserves ``num_cpus`` (default: ``torch_threads``) CPUs
+    and ``num_gpus`` GPUs, unless ``options`` (a placement group's ``worker_options``) say otherwise.
+    ``python``: the interpreter the actor runs in (the vLLM environment for the vllm engine)."""
     actor_options = dict(options or {"num_cpus": torch_threads if num_cpus is None else num_cpus,
                                      "num_gpus": num_gpus})
     if python is not None:
         actor_options["runtime_env"] = {"py_executable": python}
-    return RolloutWorker.options(**actor_options).remote(
-        model, name=name, scientist=scientist, lab_manager=lab_manager, sampling=sampling, max_rounds=max_rounds,
-        torch_threads=torch_threads, device=device, frozen=frozen, chat_template=chat_template, engine=engine,
-        vllm=vllm)
+    return RolloutWorker.options(**actor_options).remote(spec, name=name, torch_threads=torch_threads)

@@ -29,8 +29,9 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from replicalab.seeds import METRIC_PREFIXES
-from training.config.train import CHECKPOINTS_DIRNAME, TrainConfig, train_rows
-from training.eval.metrics import episode_metrics
+from replicalab.metrics import episode_metrics
+from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
+from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger
 from training.trainer.distributed import gather_to_main, scatter_from_main
@@ -52,12 +53,11 @@ def job_key(row: dict) -> str:
     return json.dumps({k: row[k] for k in ("seed", "role", "template", "difficulty")}, sort_keys=True)
 
 
-def build_dataset(cfg: TrainConfig, n_rows: int) -> Dataset:
-    """The first ``n_rows`` rows of the run's row stream (``train_rows``), in order.  TRL plays them in this
+def build_dataset(rows: Sequence[dict]) -> Dataset:
+    """The run's dataset: its rows (``training.trainer.data.train_rows``), in order.  TRL plays them in this
     order (``shuffle_dataset=False`` in ``grpo_config``: its shuffle is a permutation of the whole dataset,
-    so it would depend on ``max_steps``); row ``i`` depends only on ``(cfg.seed, i)``, so resuming with a
-    larger ``grpo.max_steps`` continues the same data order."""
-    rows = train_rows(cfg, n_rows)
+    so it would depend on ``max_steps``); row ``i`` depends only on the run's seed and ``i``, so resuming with
+    a larger ``grpo.max_steps`` continues the same data order."""
     return Dataset.from_list([{"prompt": job_key(r), **r} for r in rows])
 
 
@@ -74,14 +74,16 @@ class EpisodeRollouts:
     ids unique over the step) and hands each process back its share, so the episodes of a step are the
     same whatever the number of processes."""
 
-    def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
-        self.backend, self.cfg, self.logger = backend, cfg, logger
+    def __init__(self, backend: Optional[Backend], logger: RunLogger, *, num_generations: int, seed: int,
+                 lora: LoraConfig):
+        self.backend, self.logger, self.lora = backend, logger, lora
+        self.num_generations, self.seed = num_generations, seed
         self.episodes_played = 0
 
     def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
         step = trainer.state.global_step
         tick = time.perf_counter()
-        state = trainer_weights(trainer, self.cfg)
+        state = trainer_weights(trainer, self.lora)
         per_process = gather_to_main(list(prompts))
         parts = None if per_process is None else self._play(step, state, per_process, time.perf_counter() - tick)
         return scatter_from_main(parts)
@@ -92,13 +94,13 @@ class EpisodeRollouts:
         self.backend.set_weights(state, step)
         sync_s = gather_s + time.perf_counter() - tick
         sync_bytes = payload_bytes(state)
-        g = self.cfg.grpo.num_generations
+        g = self.num_generations
         prompts = [p for share in per_process for p in share]
         jobs = [
             EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
         ]
         tick = time.perf_counter()
-        records: list[RolloutRecord] = self.backend.collect(jobs, sampling_seed=self.cfg.seed * STEP_SEED_STRIDE + step)
+        records: list[RolloutRecord] = self.backend.collect(jobs, sampling_seed=self.seed * STEP_SEED_STRIDE + step)
         rollout_s = time.perf_counter() - tick
         self.last_timing = _step_timing(records, sync_s, rollout_s)
         stale = [r.job.job_id for r in records if r.weights_version != step]
@@ -236,26 +238,24 @@ def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
 
 
 class ValidationCallback(TrainerCallback):
-    """Every ``validation.every_steps`` steps: the current weights as the Scientist on a small slice of
-    ``VALIDATION_SEEDS`` (same seeds each time), logged as ``val/*``.  Evaluation only: no gradient sees
-    these episodes, and no test seed is ever played here."""
+    """Every ``every_steps`` steps: the current weights play ``jobs`` (a slice of ``VALIDATION_SEEDS``, the
+    same each time) sampled with ``seed``, logged as ``val/*``.  Evaluation only: no gradient sees these
+    episodes, and no test seed is ever played here.  ``every_steps=0`` turns it off."""
 
-    def __init__(self, backend, cfg: TrainConfig, logger: RunLogger):
-        from training.eval.run import validation_slice
-
-        self.backend, self.cfg, self.logger = backend, cfg, logger
+    def __init__(self, backend: Optional[Backend], logger: RunLogger, *, jobs: Sequence[EpisodeJob],
+                 every_steps: int, seed: int, lora: LoraConfig):
+        self.backend, self.logger, self.lora = backend, logger, lora
+        self.jobs, self.every_steps, self.seed = list(jobs), every_steps, seed
         self.trainer: Optional[GRPOTrainer] = None  # set by build_trainer (the weights are gathered from it)
-        self.jobs = validation_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties)
 
     def on_step_end(self, args, state, control, **kwargs):
-        every = self.cfg.validation.every_steps
-        if not every or state.global_step % every or "scientist" not in self.cfg.seats.trained_roles:
+        if not self.every_steps or state.global_step % self.every_steps or not self.jobs:
             return
-        weights = trainer_weights(self.trainer, self.cfg)  # every process; the main one plays
+        weights = trainer_weights(self.trainer, self.lora)  # every process; the main one plays
         if weights is None:
             return
         self.backend.set_weights(weights, state.global_step)
-        records = self.backend.collect(self.jobs, sampling_seed=self.cfg.seed)
+        records = self.backend.collect(self.jobs, sampling_seed=self.seed)
         metrics = episode_metrics([r.log for r in records])
         self.logger.log(state.global_step, {f"{VALIDATION_PREFIX}{k}": v for k, v in metrics.items()})
 
@@ -289,18 +289,19 @@ class LoggerCallback(TrainerCallback):
             self.logger.log_artifact(path, name=f"checkpoint-{state.global_step}", type="model")
 
 
-def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool, processes: int = 1) -> GRPOConfig:
-    """TRL's config for ``cfg``; ``processes`` learner processes share each step's episodes (the global
-    batch stays ``grpo.episodes_per_step``)."""
-    g = cfg.grpo
+def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, temperature: float, seed: int,
+                checkpoint: CheckpointConfig, use_cpu: bool, bf16: bool) -> GRPOConfig:
+    """TRL's config: ``grpo``'s hyperparameters, ``batch_per_process`` episodes per learner process and
+    micro-step (the global batch stays ``grpo.episodes_per_step``), checkpoints into ``output_dir``."""
+    g = grpo
     return GRPOConfig(
-        output_dir=str(run_dir / CHECKPOINTS_DIRNAME),
-        per_device_train_batch_size=cfg.per_process_batch(processes),
+        output_dir=str(output_dir),
+        per_device_train_batch_size=batch_per_process,
         gradient_accumulation_steps=g.gradient_accumulation_steps,
         gradient_checkpointing=g.gradient_checkpointing,
         num_generations=g.num_generations,
         # TRL rescales the logits it scores with by this; it must be the rollouts' temperature.
-        temperature=cfg.rollout.sampling.temperature,
+        temperature=temperature,
         disable_dropout=True,  # score exactly what was sampled (rollouts run in eval mode)
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,
@@ -317,42 +318,41 @@ def grpo_config(cfg: TrainConfig, run_dir: Path, use_cpu: bool, bf16: bool, proc
         importance_sampling_level=g.importance_sampling_level,
         max_completion_length=g.max_completion_length,
         save_strategy="steps",
-        save_steps=cfg.checkpoint.save_steps,
-        save_total_limit=cfg.checkpoint.save_total_limit,
+        save_steps=checkpoint.save_steps,
+        save_total_limit=checkpoint.save_total_limit,
         logging_steps=1,
         report_to="none",
-        seed=cfg.seed,
-        data_seed=cfg.seed,
+        seed=seed,
+        data_seed=seed,
         use_cpu=use_cpu,
         bf16=bf16,
-        shuffle_dataset=False,  # the order is train_rows' stream, independent of max_steps
+        shuffle_dataset=False,  # the order is the row stream's, independent of max_steps
         disable_tqdm=False,
     )
 
 
-def build_trainer(cfg: TrainConfig, model_dir: Path, run_dir: Path, backend, logger: RunLogger,
-                  use_cpu: bool, bf16: bool, chat_template: str | None = None, processes: int = 1) -> GRPOTrainer:
-    """The GRPO trainer of a run.  With several learner processes every process builds one; ``backend``
-    and ``logger`` are the main process's (the others pass None and a ``NullRunLogger``)."""
+def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], rollouts: EpisodeRollouts,
+                  validation: ValidationCallback, logger: RunLogger, lora: LoraConfig,
+                  rollout_correction_clip: Optional[float], chat_template: str | None = None) -> GRPOTrainer:
+    """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
+    With several learner processes every process builds one; the rollouts, validation and logger of the
+    processes other than the main one hold no backend and a ``NullRunLogger``."""
     from transformers import AutoTokenizer
 
-    n_rows = cfg.num_train_rows
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     if chat_template and not tokenizer.chat_template:
         tokenizer.chat_template = chat_template
-    rollouts = EpisodeRollouts(backend, cfg, logger)
-    validation = ValidationCallback(backend, cfg, logger)
     trainer = ReplicaLabGRPOTrainer(
         model=str(model_dir),
         reward_funcs=[judge_reward],
-        args=grpo_config(cfg, run_dir, use_cpu, bf16, processes),
-        train_dataset=build_dataset(cfg, n_rows),
+        args=args,
+        train_dataset=build_dataset(rows),
         processing_class=tokenizer,
         rollout_func=rollouts,
-        peft_config=lora_peft_config(cfg),
+        peft_config=lora_peft_config(lora),
         callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts), validation],
     )
     validation.trainer = trainer
     trainer.metric_sink = logger.log
-    trainer.rollout_correction_clip = cfg.grpo.rollout_correction_clip
+    trainer.rollout_correction_clip = rollout_correction_clip
     return trainer

@@ -22,19 +22,17 @@ from training.config.loading import RESOLVED_CONFIG_NAME, save_resolved
 from training.config.train import TrainConfig
 from training.errors import UserInputError
 from training.tracking import WANDB_DIRNAME, WANDB_ID_FILE
+from training.trainer import build
 from training.trainer.checkpoints import CHECKPOINT_PREFIX, checkpoints, resume_checkpoint
 from training.trainer.curve import CURVE_PNG, learning_curve, plot_learning_curve
 from training.trainer.export import save_final
 
 logger = logging.getLogger(__name__)
 FINAL_DIR = "final"
-#: The Ray session a run started (driver pid + session name), so the next start can clean up after a
-#: killed driver (``training.rollout.ray_session.clean_stale_session``).
-RAY_SESSION_FILE = "ray_session.json"
 #: What a run writes before its first step (the resolved config, the Ray session record, the W&B run's id and
 #: files): a directory holding nothing else is a run that stopped before anything ran (a refused plan, a
 #: signal while loading) and may be started again.
-BEFORE_START_FILES = (RESOLVED_CONFIG_NAME, RAY_SESSION_FILE, WANDB_ID_FILE, WANDB_DIRNAME)
+BEFORE_START_FILES = (RESOLVED_CONFIG_NAME, build.RAY_SESSION_FILE, WANDB_ID_FILE, WANDB_DIRNAME)
 #: What ``run_train`` reports as the continuing command when the caller gives none.
 DEFAULT_RESUME_COMMAND = "replicalab train --config CONFIG [the same overrides] --resume"
 
@@ -74,40 +72,6 @@ def check_models(cfg: TrainConfig) -> None:
     check_seat_models(cfg.seats.scientist, cfg.seats.lab_manager)
 
 
-def _device(cfg: TrainConfig) -> str:
-    import torch
-
-    if cfg.device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("config asks for device cuda but no CUDA device is available")
-    return cfg.device
-
-
-def _backend(cfg: TrainConfig, model_dir: str, device: str, chat_template: str | None, run_dir: Path,
-             processes: int, python: str | None):
-    """The main process's rollout backend, placed per the pre-flight plan (printed before any model loads;
-    an impossible layout is refused with one line)."""
-    from training.rollout.backends import make_backend
-    from training.rollout.cluster import ClusterResources
-    from training.rollout.preflight import preflight, sharded_learner
-
-    def plan_for(cluster: ClusterResources):
-        return preflight(cfg, cluster, lora=cfg.lora.enabled, learner_processes=processes, sharded=sharded_learner())
-
-    if cfg.rollout.backend != "ray":
-        plan_for(ClusterResources.local())
-    frozen = [s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith("model:")]
-    return make_backend(
-        cfg.rollout.backend, model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
-        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
-        num_workers=cfg.rollout.num_workers, torch_threads_per_worker=cfg.rollout.torch_threads_per_worker,
-        max_restarts=cfg.rollout.max_worker_restarts, ray_address=cfg.rollout.ray_address, frozen=frozen,
-        chat_template=chat_template, session_record=run_dir / RAY_SESSION_FILE, plan_for=plan_for,
-        engine=cfg.rollout.engine, vllm=cfg.rollout.vllm, python=python,
-    )
-
-
 def _find_checkpoint(cfg: TrainConfig, resume: bool) -> tuple[Path | None, dict[str, Any]]:
     """The checkpoint to resume from (damaged newer ones set aside), or none without ``resume``."""
     if not resume:
@@ -131,7 +95,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     check_models(cfg)  # cheap existence checks first, then the full ones, all before anything is written
     check_run_dir(cfg, resume)
     cfg.per_process_batch(learner_from_env().world_size)
-    device = _device(cfg)
+    device = build.device(cfg)
     learner = init_learner(device)
     barrier()  # every process checked the run directory before the main one changes it
     checkpoint, manifest = run_on_main(lambda: _find_checkpoint(cfg, resume), share=True)
@@ -142,22 +106,19 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
 
     python = run_on_main(lambda: worker_python(cfg.rollout.engine, cfg.rollout.vllm)[0])  # the workers' interpreter
     run_on_main(lambda: save_resolved(cfg, cfg.run_dir))  # creates the run directory
-    from training.tracking import NullRunLogger, RunLogger
     from training.trainer.checkpoints import make_manifest_callback
-    from training.trainer.grpo import build_trainer
     from training.trainer.interrupt import StopCallback, StopOnSignal, TrainingInterrupted
 
     run_dir = cfg.run_dir
-    backend = run_on_main(lambda: _backend(cfg, model_dir, device, chat_template, run_dir, learner.world_size,
-                                              python))
+    spec = build.rollout_spec(cfg, model_dir, device, chat_template)
+    backend = run_on_main(lambda: build.make_run_backend(cfg, spec, run_dir, learner.world_size, python))
     start = time.perf_counter()
     try:
-        sink = RunLogger(run_dir, cfg, resume=manifest.get("logs", {}) if resume else None) if learner.is_main \
-            else NullRunLogger()
+        sink = build.run_logger(cfg, run_dir, main=learner.is_main,
+                                resume=manifest.get("logs", {}) if resume else None)
         with StopOnSignal() as stop, sink:
-            trainer = build_trainer(cfg, Path(model_dir), run_dir, backend, sink,
-                                    use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device),
-                                    chat_template=chat_template, processes=learner.world_size)
+            trainer = build.make_trainer(cfg, Path(model_dir), backend, sink, device=device,
+                                         chat_template=chat_template, processes=learner.world_size)
             trainer.add_callback(make_manifest_callback(sink.log_positions))
             trainer.add_callback(StopCallback(stop))
             if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import torch
 
-from training.config.train import TrainConfig
+from training.config.train import LoraConfig
 
 
 def model_state_numpy(model, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, np.ndarray]:
@@ -17,23 +17,22 @@ def model_state_numpy(model, state: Optional[Mapping[str, torch.Tensor]] = None)
     return {k: v.detach().float().cpu().numpy() for k, v in state.items()}
 
 
-def lora_peft_config(cfg: TrainConfig):
-    """The PEFT ``LoraConfig`` of ``cfg.lora`` (None when LoRA is off)."""
-    if not cfg.lora.enabled:
+def lora_peft_config(lora: LoraConfig):
+    """The PEFT ``LoraConfig`` of a run's ``lora`` section (None when LoRA is off)."""
+    if not lora.enabled:
         return None
-    from peft import LoraConfig
+    import peft
 
-    return LoraConfig(**lora_kwargs(cfg))
+    return peft.LoraConfig(**lora_kwargs(lora))
 
 
-def lora_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    lora = cfg.lora
+def lora_kwargs(lora: LoraConfig) -> dict[str, Any]:
     targets = lora.target_modules
     return dict(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, task_type="CAUSAL_LM",
                 target_modules=targets[0] if targets == ["all-linear"] else list(targets))
 
 
-def policy_weights(model, cfg: TrainConfig, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, Any]:
+def policy_weights(model, lora: LoraConfig, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, Any]:
     """What rollout workers load each step: the full weights, or with LoRA only the adapter's (numpy) plus
     its config under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``).  ``state`` is the model's full
     state dict when the caller gathered it (default: ``model.state_dict()``)."""
@@ -45,16 +44,16 @@ def policy_weights(model, cfg: TrainConfig, state: Optional[Mapping[str, torch.T
 
     adapter = get_peft_model_state_dict(model, state_dict=state)
     adapter = {k: v.detach().float().cpu().numpy() for k, v in adapter.items()}
-    return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(cfg))}
+    return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(lora))}
 
 
-def trainer_weights(trainer: Any, cfg: TrainConfig) -> Optional[dict[str, Any]]:
+def trainer_weights(trainer: Any, lora: LoraConfig) -> Optional[dict[str, Any]]:
     """``policy_weights`` of the trainer's model, gathered whole: every learner process calls it (under
     FSDP or ZeRO-3 the gather is collective); the main process gets the payload, the others None."""
     full = trainer.accelerator.get_state_dict(trainer.model_wrapped)
     if not trainer.accelerator.is_main_process:
         return None
-    return policy_weights(trainer.model, cfg, full)
+    return policy_weights(trainer.model, lora, full)
 
 
 def payload_bytes(state: dict[str, Any]) -> int:

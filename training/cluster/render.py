@@ -3,8 +3,8 @@ and estimated memory by part, then every GPU's load, the model copies and the ob
 
 from __future__ import annotations
 
-from training.rollout.memory import gib
-from training.rollout.placement import PlacementPlan, ProcessPlacement, _fmt
+from training.cluster.memory import gib
+from training.cluster.plan import PlacementPlan, ProcessPlacement, amount
 
 _PARTS = ("weights", "gradients", "optimizer", "reference", "activations", "kv_cache", "overhead")
 _HEADS = ("weights", "grads", "adam", "ref", "activ", "kv", "cuda")
@@ -30,8 +30,8 @@ def render_plan(plan: PlacementPlan) -> str:
                + (f", one GPU each: GPU{'s' if plan.trainer_gpus > 1 else ''} {_span(plan.trainer_gpus)} of node 0, reserved" if plan.trainer_gpus
                   else " on CPU"))
     if plan.workers:
-        rollout = (f"{len(plan.workers)} Ray rollout worker(s) x {_fmt(plan.gpus_per_worker)} GPU, "
-                   f"{_fmt(plan.cpus_per_worker)} CPU, device {plan.worker_device}; strategy {plan.strategy}")
+        rollout = (f"{len(plan.workers)} Ray rollout worker(s) x {amount(plan.gpus_per_worker)} GPU, "
+                   f"{amount(plan.cpus_per_worker)} CPU, device {plan.worker_device}; strategy {plan.strategy}")
     else:
         rollout = "rollouts in the learner process (rollout.backend=inprocess)"
     lines = [f"Placement plan: {size}, {plan.dtype_bytes}-byte weights, {tuning}",
@@ -41,8 +41,8 @@ def render_plan(plan: PlacementPlan) -> str:
     for q in (*plan.learners, *plan.workers):
         parts = [gib(getattr(q.memory, f)) for f in _PARTS] if q.memory else ["?" if q.gpus else "-"] * len(_PARTS)
         total = f"{q.memory.total:.1f}" if q.memory else ("?" if q.gpus else "-")
-        rows.append((q.name, str(q.node), _devices(q), _fmt(q.gpu_share) if q.gpus else "-",
-                     _fmt(q.cpus) if q.cpus else "-", str(q.model_copies), *parts, total))
+        rows.append((q.name, str(q.node), _devices(q), amount(q.gpu_share) if q.gpus else "-",
+                     amount(q.cpus) if q.cpus else "-", str(q.model_copies), *parts, total))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines += ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
               for r in rows]

@@ -14,6 +14,13 @@ DEBUG_ENV = "REPLICALAB_DEBUG"
 EXIT_USAGE, EXIT_FAILURE, EXIT_INTERRUPTED = 2, 1, 130
 
 
+#: Top-level modules of the training extra (``pip install -e ".[train]"``): a command that imports one of them
+#: without the extra installed says so in one line.
+TRAIN_EXTRA_MODULES = ("torch", "transformers", "trl", "ray", "wandb", "accelerate", "datasets", "tokenizers",
+                       "peft", "tqdm", "matplotlib", "numpy")
+TRAIN_EXTRA_HINT = "pip install -e '.[train]'"
+
+
 class UsageError(Exception):
     """A command line argparse rejects (unknown option, bad value, missing argument)."""
 
@@ -41,6 +48,10 @@ def error_report(exc: BaseException) -> tuple[str, int]:
         return "bad config: " + one_line(exc), EXIT_USAGE
     if isinstance(exc, (UsageError, UserInputError)):
         return squashed(exc), EXIT_USAGE
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if missing and missing.partition(".")[0] in TRAIN_EXTRA_MODULES:
+        return (f"this command needs the training extra, which is not installed (no module {missing!r}): "
+                f"{TRAIN_EXTRA_HINT}"), EXIT_USAGE
     code = getattr(exc, "exit_code", None)
     if isinstance(code, int):  # a run stopped by a signal (TrainingInterrupted)
         return squashed(exc), code

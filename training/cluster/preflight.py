@@ -1,10 +1,10 @@
 """The pre-flight plan of a run: the model's size from its config.json, the cluster it runs on, the plan.
 
-``preflight(cfg, cluster)`` plans ``cfg`` (``training.rollout.placement.plan_placement``) with the model's
+``preflight(cfg, cluster)`` plans ``cfg`` (``training.cluster.plan.plan_placement``) with the model's
 shape read from its config.json when one can be found without loading anything, and logs the rendered
-plan.  ``connect_cluster(cfg)`` joins (or starts) the Ray cluster of a ray-backend run and reads its
-resources.  ``main`` is ``python -m training.rollout.placement --config FILE [KEY=VALUE ...]``: it prints
-the plan, or the one line saying why the layout cannot work (exit status 2).
+plan.  The cluster is given by hand, read from a Ray cluster, or this machine's.
+resources.  ``replicalab preflight --config FILE [KEY=VALUE ...]`` (``add_arguments`` and ``run``) prints the
+plan, or the one line saying why the layout cannot work (exit status 2).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -21,9 +20,11 @@ from training.config.model import DEFAULT_MODEL_DIRNAME, DEFAULT_MODEL_ENV
 from training.config.placement import AUTO
 from training.config.train import TrainConfig
 from training.errors import UserInputError
-from training.rollout.cluster import ClusterResources
-from training.rollout.memory import read_model_shape
-from training.rollout.placement import PlacementPlan, plan_placement
+from training.cluster.ray_session import connect
+from training.cluster.resources import ClusterResources
+from training.cluster.memory import read_model_shape
+from training.cluster.plan import PlacementPlan, plan_placement
+from training.cluster.render import render_plan
 
 logger = logging.getLogger(__name__)
 
@@ -43,24 +44,6 @@ def model_dir_of(model: str) -> Optional[Path]:
         return None
     found = try_to_load_from_cache(model, "config.json")
     return Path(found).parent if isinstance(found, str) else None
-
-
-def connect_cluster(cfg: TrainConfig) -> tuple[ClusterResources, bool]:
-    """The cluster ``cfg`` runs on, and whether this call started the Ray session (the caller shuts it
-    down then): for the ray backend the Ray cluster at ``rollout.ray_address`` (a local Ray when None),
-    joined here as ``RayBackend`` would; for the in-process backend this machine."""
-    if cfg.rollout.backend != "ray":
-        return ClusterResources.local(), False
-    import ray
-
-    from training.rollout.backends import RAY_ENV
-
-    started = not ray.is_initialized()
-    if started:
-        for key, value in RAY_ENV.items():
-            os.environ.setdefault(key, value)
-        ray.init(address=cfg.rollout.ray_address, include_dashboard=False, logging_level=logging.WARNING)
-    return ClusterResources.from_ray(), started
 
 
 def sharded_learner() -> bool:
@@ -84,16 +67,12 @@ def preflight(cfg: TrainConfig, cluster: ClusterResources, *, lora: bool = False
     plan = plan_placement(cfg, cluster, param_count=param_count or (shape.params if shape else None),
                           dtype_bytes=dtype_bytes, lora=lora, learner_processes=learner_processes,
                           sharded=sharded, shape=shape)
-    logger.info("pre-flight placement plan\n%s", plan.render())
+    logger.info("pre-flight placement plan\n%s", render_plan(plan))
     return plan
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m training.rollout.placement --config FILE [KEY=VALUE ...]``: print the plan, or one line
-    saying why the layout cannot work (exit status 2)."""
-    from training.config.train import load_train_config
-
-    ap = argparse.ArgumentParser(prog="python -m training.rollout.placement", description=main.__doc__)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``replicalab preflight``."""
     ap.add_argument("--config", help="a TrainConfig YAML (configs/train/...)")
     ap.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides, as for replicalab train")
     ap.add_argument("--ray-address", help="plan for this Ray cluster (default: rollout.ray_address when set)")
@@ -106,17 +85,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--lora", action="store_true", help="LoRA adapters train (default: lora.enabled)")
     ap.add_argument("--learner-processes", type=int, help="learner processes (default: placement.trainer_gpus, else 1)")
     ap.add_argument("--sharded", action="store_true", help="learner processes shard states (FSDP/ZeRO-3), not DDP")
-    args = ap.parse_intermixed_args(argv)
+
+
+def run(args: argparse.Namespace) -> str:
+    """The rendered plan of ``args`` (``UserInputError`` with one line when the layout cannot work)."""
+    from training.config.train import load_train_config
+
+    cfg = load_train_config(args.config, args.overrides)
+    address = args.ray_address or cfg.rollout.ray_address
+    session = None
     try:
-        cfg = load_train_config(args.config, args.overrides)
-        address = args.ray_address or cfg.rollout.ray_address
         if args.gpus is not None:
             cluster = ClusterResources(gpus=args.gpus, nodes=args.nodes, cpus=args.cpus,
                                        gpu_memory_gib=args.gpu_memory_gib)
         elif address:
-            import ray
-
-            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+            session = connect(address)
             cluster = ClusterResources.from_ray(args.gpu_memory_gib)
         else:
             cluster = ClusterResources.local(args.gpu_memory_gib)
@@ -125,8 +108,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         plan = preflight(cfg, cluster, lora=args.lora or cfg.lora.enabled, learner_processes=processes,
                          sharded=args.sharded or sharded_learner(),
                          param_count=int(args.param_count) if args.param_count else None, dtype_bytes=args.dtype_bytes)
-    except UserInputError as error:
-        print(f"{ap.prog}: {error}", file=sys.stderr)
-        return 2
-    print(plan.render())
-    return 0
+    finally:
+        if session is not None:
+            session.close()
+    return render_plan(plan)

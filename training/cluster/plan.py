@@ -3,18 +3,12 @@
 ``plan_placement(cfg, cluster, ...)`` resolves ``cfg.placement`` against the cluster's resources into a
 ``PlacementPlan``: the learner's processes on GPUs ``0..k-1`` of the driver's node (one GPU each), every
 rollout worker's GPU share, CPUs and model copies, and the estimated memory on every GPU
-(``training.rollout.memory``).  A layout that cannot work -- more GPU shares than GPUs, a worker Ray
+(``training.cluster.memory``).  A layout that cannot work -- more GPU shares than GPUs, a worker Ray
 could not place under the strategy, too few CPUs, a GPU whose estimate exceeds its memory -- raises
-``UserInputError`` with one line that names the arithmetic and a fix.  ``plan.render()`` is the
-pre-flight table; ``python -m training.rollout.placement --config FILE [KEY=VALUE ...]`` prints it
-(``training.rollout.preflight``: the model's size from its config.json, the cluster from Ray or by hand).
-
-``make_placement_group(plan)`` reserves the plan in Ray: bundle 0 holds the learner's GPUs on the
-driver's node (no actor uses it: the reservation keeps workers off those GPUs), then one bundle
-``{"GPU": g, "CPU": c}`` per rollout worker.  It waits up to ``placement.max_wait_s`` (naming the
-missing resources on timeout), checks that the learner's bundle got the GPUs the learner uses, and
-returns a ``PlacedGroup`` whose ``worker_options(slot)`` are the actor options of worker ``slot``
-(a replacement worker reuses its slot's bundle).
+``UserInputError`` with one line that names the arithmetic and a fix.  ``training.cluster.render.render_plan``
+is the pre-flight table; ``replicalab preflight --config FILE [KEY=VALUE ...]`` prints it
+(``training.cluster.preflight``: the model's size from its config.json, the cluster from Ray or by hand), and
+``training.cluster.placement_group.make_placement_group`` reserves the plan in Ray.
 
 The unit is one GPU *device*: Ray never splits a bundle's share over two devices, so workers of share
 ``g <= 1`` fit ``floor(1/g)`` to a GPU, and a share above 1 must be whole GPUs of one node.
@@ -24,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -32,8 +25,8 @@ from replicalab.seats import MODEL_PREFIX
 from training.config.placement import AUTO
 from training.config.train import TrainConfig
 from training.errors import UserInputError
-from training.rollout.cluster import ClusterResources, NodeResources
-from training.rollout.memory import (
+from training.cluster.resources import ClusterResources, NodeResources
+from training.cluster.memory import (
     GIB,
     LORA_TRAINABLE_FRACTION,
     SHIPPED_BYTES_PER_PARAM,
@@ -45,7 +38,6 @@ from training.rollout.memory import (
     rollout_kv_gib,
     worker_memory,
 )
-from training.rollout.placement_group import PlacedGroup, make_placement_group
 
 logger = logging.getLogger(__name__)
 
@@ -115,14 +107,9 @@ class PlacementPlan:
         bundle = {k: float(v) for k, v in (("GPU", self.gpus_per_worker), ("CPU", self.cpus_per_worker)) if v > 0}
         return bundle or None
 
-    def render(self) -> str:
-        """The pre-flight table (``training.rollout.plan_render``)."""
-        from training.rollout.plan_render import render_plan
 
-        return render_plan(self)
-
-
-def _fmt(x: float) -> str:
+def amount(x: float) -> str:
+    """A count of GPUs or CPUs as the plan's messages print it (``0.5``, ``2``)."""
     return f"{x:g}"
 
 
@@ -150,7 +137,7 @@ def _resolve_worker_gpus(cfg: TrainConfig, cluster: ClusterResources, k: int, n:
     if p.gpus_per_worker != AUTO:
         g = float(p.gpus_per_worker)
         if g and cfg.device == "cpu":
-            raise UserInputError(f"placement.gpus_per_worker={_fmt(g)} but device=cpu; set placement.gpus_per_worker=0")
+            raise UserInputError(f"placement.gpus_per_worker={amount(g)} but device=cpu; set placement.gpus_per_worker=0")
         return g
     if not n or cfg.device == "cpu" or cluster.gpus == 0:
         return 0.0
@@ -181,13 +168,13 @@ def _check_gpu_arithmetic(n: int, g: float, k: int, cluster: ClusterResources) -
         return
     free = cluster.gpus - k
     per = "" if g >= 1 or abs(1 / g - round(1 / g)) < SHARE_EPS else f" ({int(1 // g)} per GPU: {need} GPUs)"
-    head = (f"{n} rollout workers x {_fmt(g)} GPU{per} + {k} trainer GPU(s) = {need + k} GPUs, "
+    head = (f"{n} rollout workers x {amount(g)} GPU{per} + {k} trainer GPU(s) = {need + k} GPUs, "
             f"the cluster has {cluster.gpus}")
     fixes = []
     if _workers_that_fit(free, g) > 0:
         fixes.append(f"rollout.num_workers={_workers_that_fit(free, g)}")
     if free > 0:
-        fixes.append(f"placement.gpus_per_worker={_fmt(1 / ceil_div(n, free))}")
+        fixes.append(f"placement.gpus_per_worker={amount(1 / ceil_div(n, free))}")
     else:
         fixes.append("rollout.backend=inprocess")
     raise UserInputError(f"{head}; set {' or '.join(fixes)}")
@@ -249,17 +236,17 @@ def _unplaced(cluster: ClusterResources, strategy: str, slot: int, n: int, g: fl
     """Why rollout worker ``slot`` found no node, with the fix, in one line."""
     if cluster.cpus is not None and n * c > cluster.cpus + SHARE_EPS:
         fit = int((cluster.cpus + SHARE_EPS) // c)
-        return (f"{n} rollout workers x {_fmt(c)} CPUs = {_fmt(n * c)} CPUs, the cluster has {_fmt(cluster.cpus)}; "
-                f"set placement.cpus_per_worker={_fmt(_nice_floor(cluster.cpus / n))} or rollout.num_workers={fit}")
+        return (f"{n} rollout workers x {amount(c)} CPUs = {amount(n * c)} CPUs, the cluster has {amount(cluster.cpus)}; "
+                f"set placement.cpus_per_worker={amount(_nice_floor(cluster.cpus / n))} or rollout.num_workers={fit}")
     whole = [sum(f >= 1 - SHARE_EPS for f in node) for node in free]
     if g > 1 and max(whole) < g:
-        return (f"a rollout worker of {_fmt(g)} GPUs needs them on one node, but the most free GPUs on a node is "
+        return (f"a rollout worker of {amount(g)} GPUs needs them on one node, but the most free GPUs on a node is "
                 f"{max(whole)} (per node: {', '.join(map(str, whole))}); set placement.gpus_per_worker={max(max(whole), 1)}")
     if strategy.startswith("STRICT"):
-        return (f"rollout worker {slot} ({_fmt(g)} GPU, {_fmt(c)} CPUs) does not fit under placement.strategy="
+        return (f"rollout worker {slot} ({amount(g)} GPU, {amount(c)} CPUs) does not fit under placement.strategy="
                 f"{strategy} on {cluster.nodes} node(s); set placement.strategy=PACK or fewer rollout.num_workers")
-    left = ", ".join("?" if math.isinf(cp) else _fmt(cp) for cp in cpus)
-    return (f"rollout worker {slot} ({_fmt(c)} CPUs) fits on no node (free CPUs per node: {left}); "
+    left = ", ".join("?" if math.isinf(cp) else amount(cp) for cp in cpus)
+    return (f"rollout worker {slot} ({amount(c)} CPUs) fits on no node (free CPUs per node: {left}); "
             f"set a smaller placement.cpus_per_worker or fewer rollout.num_workers")
 
 
@@ -360,13 +347,3 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
                          trainer_gpus=k, gpus_per_worker=g, cpus_per_worker=c, learners=learners, workers=workers,
                          gpu_loads=tuple(loads), params=params, dtype_bytes=dtype_bytes, lora=lora, sharded=sharded,
                          weights_gib=weights_gib, object_store_gib=shipped, notes=tuple(notes))
-
-
-__all__ = ["ClusterResources", "NodeResources", "PlacedGroup", "PlacementPlan", "ProcessPlacement", "GpuLoad",
-           "make_placement_group", "plan_placement"]
-
-if __name__ == "__main__":  # the pre-flight command (training.rollout.preflight.main)
-    from training.rollout.preflight import main
-
-    logging.basicConfig(level=logging.WARNING)
-    sys.exit(main())

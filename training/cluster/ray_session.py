@@ -1,6 +1,9 @@
-"""The Ray session a training run started, recorded so that the next run can clean up after a killed driver.
+"""The Ray session of a run: joined or started by ``connect``, and recorded so that the next run can clean up
+after a killed driver.
 
-``RayBackend`` writes the session name, the raylet's pid and its own pid into the run directory; when the next
+``connect(address, record)`` uses an initialised Ray session, else joins ``address``, else starts a local one
+(``RAY_ENV``: quiet, offline, no token auth); a local session it started is written to ``record`` and ended by
+``RaySession.close``.  ``RayBackend`` connects with the run directory's record; it writes the session name, the raylet's pid and its own pid into the run directory; when the next
 run starts and that driver is dead, ``clean_stale_session`` SIGKILLs the session's leftover processes (found
 under ``/proc`` by the session name: Linux only).  ``docs/faults.md`` says what a user does otherwise.
 """
@@ -11,10 +14,14 @@ import json
 import logging
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 logger = logging.getLogger(__name__)
+
+#: Environment for a Ray session this project starts (quiet, offline, no token auth).
+RAY_ENV: dict[str, str] = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 
 
 def _alive(pid: int) -> bool:
@@ -91,3 +98,51 @@ def session_ids() -> tuple[Optional[str], Optional[int]]:
         return node.session_name, (raylets[0].process.pid if raylets else None)
     except Exception:  # a private API: without it there is simply no cleanup record
         return None, None
+
+
+@dataclass
+class RaySession:
+    """This process's connection to Ray.  ``owned``: this process initialised Ray (``close`` shuts it down);
+    ``name`` and ``raylet_pid``: a local session it started (``close`` kills what ``ray.shutdown`` leaves)."""
+
+    owned: bool
+    name: Optional[str] = None
+    raylet_pid: Optional[int] = None
+    record: Optional[Path] = None
+
+    def close(self) -> None:
+        """Shut Ray down if this process started it, kill the local session's leftovers, drop the record."""
+        import ray
+
+        if self.owned and ray.is_initialized():
+            ray.shutdown()
+        if self.name:
+            left = kill_session_processes(self.name, self.raylet_pid)
+            if left:
+                logger.info("killed %d Ray processes left after shutdown", len(left))
+            if self.record is not None:
+                self.record.unlink(missing_ok=True)
+            self.name = None
+
+
+def connect(address: Optional[str] = None, record: Optional[Path] = None) -> RaySession:
+    """The Ray session to use: the initialised one, else the cluster at ``address``, else a new local one.
+    With ``record`` (a file in the run directory), a stale session recorded there is cleaned up first and a new
+    local session is recorded."""
+    import ray
+
+    if ray.is_initialized():
+        return RaySession(owned=False)
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    record = Path(record) if record is not None else None
+    if record is not None:
+        clean_stale_session(record)
+    ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+    session = RaySession(owned=True, record=record)
+    if address is None:  # a local session this process started (and must not outlive it)
+        session.name, session.raylet_pid = session_ids()
+        if record is not None and session.name:
+            record.write_text(json.dumps({"driver_pid": os.getpid(), "session_name": session.name,
+                                          "raylet_pid": session.raylet_pid}) + "\n")
+    return session

@@ -1,7 +1,8 @@
-"""``replicalab <subcommand>``: the one command line.
+"""``replicalab <subcommand>``: the one command line, above the game and the training stack.
 
-The command line is an edge: it parses arguments, prints and imports the training stack lazily, so
-``play`` and ``bench env`` work with only the core install.
+The command line is an edge: it parses arguments, prints, and imports the training stack lazily, so
+``play`` and ``bench env`` work with only the core install (``pip install -e .``); a command that needs the
+training extra says so in one line (``training.cli_errors``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from replicalab.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
+from training.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
 
@@ -208,8 +209,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from training.cluster.preflight import run
+
+    print(run(args))
+    return 0
+
+
 #: Every subcommand.
-COMMANDS = ("train", "eval", "sweep", "play", "bench", "build-default-model")
+COMMANDS = ("train", "eval", "sweep", "play", "bench", "build-default-model", "preflight")
 #: The config each command reads (``module:Class``), printed by its ``--help-config``.
 COMMAND_CONFIGS = {
     "train": "training.config.train:TrainConfig",
@@ -311,6 +319,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="validation seeds (x 9 cells per seat) to check on afterwards, 0..100000; 0 skips it")
     build.set_defaults(func=cmd_build_default_model)
     _add_help_config(build)
+
+    pre = sub.add_parser("preflight", help=(
+        "the GPU/CPU placement plan of a train config with estimated memory, before anything loads"))
+    from training.cluster.preflight import add_arguments as add_preflight_arguments  # torch- and ray-free
+
+    add_preflight_arguments(pre)
+    pre.set_defaults(func=cmd_preflight)
     return parser
 
 
@@ -343,7 +358,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand.  A failure prints ONE line on stderr (``replicalab <command>: <problem>``) and
-    exits with the status ``replicalab.cli_errors.error_report`` gives it; Ctrl-C exits ``EXIT_INTERRUPTED``.
+    exits with the status ``training.cli_errors.error_report`` gives it; Ctrl-C exits ``EXIT_INTERRUPTED``.
     ``--debug`` (anywhere) or ``REPLICALAB_DEBUG=1`` shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")

@@ -1,17 +1,21 @@
 """Reserve a ``PlacementPlan`` in Ray: one placement group, the learner's bundle first, then one bundle
-per rollout worker (see ``training.rollout.placement``).  Needs a connected Ray session."""
+per rollout worker (see ``training.cluster.plan``).  Needs a connected Ray session.
+
+``make_placement_group(plan)`` reserves the plan: bundle 0 holds the learner's GPUs on the driver's node (no
+actor uses it: the reservation keeps workers off those GPUs), then one bundle ``{"GPU": g, "CPU": c}`` per
+rollout worker.  It waits up to ``placement.max_wait_s`` (naming the missing resources on timeout), checks that
+the learner's bundle got the GPUs the learner uses, and returns a ``PlacedGroup`` whose ``worker_options(slot)``
+are the actor options of worker ``slot`` (a replacement worker reuses its slot's bundle)."""
 
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from training.cluster.plan import PlacementPlan
 from training.errors import UserInputError
-
-if TYPE_CHECKING:
-    from training.rollout.placement import PlacementPlan
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +83,7 @@ def _missing(bundles: list[dict[str, float]], strategy: str, waited: float) -> s
             f"free/total on {alive} alive node(s): {have}; {why}")
 
 
-def make_placement_group(plan: "PlacementPlan") -> PlacedGroup:
+def make_placement_group(plan: PlacementPlan) -> PlacedGroup:
     """Reserve ``plan`` in the connected Ray cluster and return the workers' scheduling strategies.
 
     Bundle 0 is the learner's ``{"GPU": trainer_gpus}`` pinned to this (the driver's) node, when the

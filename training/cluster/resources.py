@@ -6,7 +6,7 @@ alive nodes; ``local()`` this machine's GPUs through ``nvidia-smi``.
 
 ``wait_for_nodes(address, n, timeout_s)`` is the launchers' readiness check: it waits until the Ray head
 at ``address`` accepts connections and ``n`` nodes are alive, bounded, with one clear line on timeout.
-``python -m training.rollout.cluster --address HOST:PORT --nodes N --timeout S`` runs it (exit 0 when
+``python -m training.cluster.resources --address HOST:PORT --nodes N --timeout S`` runs it (exit 0 when
 ready, 1 with the message otherwise).
 """
 
@@ -144,7 +144,7 @@ def wait_for_nodes(address: str, expected: int, timeout_s: float, *, poll_s: flo
 
 def main(argv: Optional[list[str]] = None) -> int:
     """Readiness check for launchers: exit 0 when the nodes are alive, 1 with one line otherwise."""
-    ap = argparse.ArgumentParser(prog="python -m training.rollout.cluster", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m training.cluster.resources", description=main.__doc__)
     ap.add_argument("--address", required=True, help="the Ray head, host:port")
     ap.add_argument("--nodes", type=int, required=True, help="nodes that must be alive (head included)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds to wait at most")
