@@ -52,7 +52,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     import torch
 
-    from replicalab import TEMPLATES, ReplicaLabEnv, generate_scenario, run_episode, seeds
+    from replicalab import TEMPLATES, ReplicaLabEnv, run_episode, seeds
     from replicalab.agents import SCIENTIST_FACTORIES
     from replicalab.agents.brief import cross_check_method
     from training.config.model import SamplingConfig

@@ -17,9 +17,9 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from training.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
+from training.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
 
 
 def _seed(text: str) -> int:
@@ -70,7 +70,6 @@ def cmd_play(args: argparse.Namespace) -> int:
     from replicalab.env import ReplicaLabEnv
     from replicalab.episode import run_episode
     from replicalab.transcript import format_episode
-
     from training.model.default import check_seat_models
 
     check_seat_models(args.scientist, args.lab_manager)  # before any model loads
@@ -135,11 +134,7 @@ def _load_config(loader: Callable, path, overrides):
             raise UserInputError(f"config file {path} is not UTF-8 text; give a YAML file") from exc
         except OSError as exc:
             raise UserInputError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    try:
-        return loader(path, overrides)
-    except yaml.YAMLError as exc:  # the file parsed above: an override's value is malformed
-        raise UserInputError(f"an override's value is not valid YAML{yaml_where(exc)}; quote it, e.g. "
-                             "'data.templates=[cell_biology]'") from exc
+    return loader(path, overrides)  # a malformed override value is a UserInputError naming its key
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -55,8 +55,8 @@ def _engine_row(engine: str, model_dir: str, jobs: Sequence[Any], warmup: Sequen
                 scorer: Any) -> dict[str, Any]:
     from training.bench.rollout import model_tokens
     from training.config.model import SamplingConfig, VLLMConfig
-    from training.rollout.engines import worker_python
     from training.rollout.contract import RolloutSpec
+    from training.rollout.engines import worker_python
     from training.rollout.ray_backend import RayBackend, RayPool
 
     sampling = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=args.max_new_tokens, seed=SAMPLING_SEED)

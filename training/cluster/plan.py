@@ -22,10 +22,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from replicalab.seats import MODEL_PREFIX
-from training.config.placement import AUTO
-from training.config.train import TrainConfig
-from training.errors import UserInputError
-from training.cluster.resources import ClusterResources, NodeResources
 from training.cluster.memory import (
     GIB,
     LORA_TRAINABLE_FRACTION,
@@ -38,6 +34,10 @@ from training.cluster.memory import (
     rollout_kv_gib,
     worker_memory,
 )
+from training.cluster.resources import ClusterResources
+from training.config.placement import AUTO
+from training.config.train import TrainConfig
+from training.errors import UserInputError
 
 logger = logging.getLogger(__name__)
 

@@ -13,18 +13,17 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from replicalab.seats import DEFAULT_MODEL
+from training.cluster.memory import read_model_shape
+from training.cluster.plan import PlacementPlan, plan_placement
+from training.cluster.ray_session import connect
+from training.cluster.render import render_plan
+from training.cluster.resources import ClusterResources
 from training.config.model import DEFAULT_MODEL_DIRNAME, DEFAULT_MODEL_ENV
 from training.config.placement import AUTO
 from training.config.train import TrainConfig
-from training.errors import UserInputError
-from training.cluster.ray_session import connect
-from training.cluster.resources import ClusterResources
-from training.cluster.memory import read_model_shape
-from training.cluster.plan import PlacementPlan, plan_placement
-from training.cluster.render import render_plan
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +55,9 @@ def sharded_learner() -> bool:
 
 def preflight(cfg: TrainConfig, cluster: ClusterResources, *, lora: bool = False, learner_processes: int = 1,
               sharded: bool = False, param_count: Optional[int] = None,
-              dtype_bytes: Optional[int] = None) -> PlacementPlan:
+              dtype_bytes: Optional[int] = None, log: bool = True) -> PlacementPlan:
     """``plan_placement`` with the model's shape read from its config.json (when it can be found) and the
-    dtype from it (else 2 bytes on a GPU run, 4 on CPU); logs the rendered plan."""
+    dtype from it (else 2 bytes on a GPU run, 4 on CPU); logs the rendered plan unless ``log`` is off."""
     folder = model_dir_of(cfg.model)
     shape = read_model_shape(folder) if folder is not None else None
     if dtype_bytes is None:
@@ -67,7 +66,8 @@ def preflight(cfg: TrainConfig, cluster: ClusterResources, *, lora: bool = False
     plan = plan_placement(cfg, cluster, param_count=param_count or (shape.params if shape else None),
                           dtype_bytes=dtype_bytes, lora=lora, learner_processes=learner_processes,
                           sharded=sharded, shape=shape)
-    logger.info("pre-flight placement plan\n%s", render_plan(plan))
+    if log:
+        logger.info("pre-flight placement plan\n%s", render_plan(plan))
     return plan
 
 
@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> str:
         processes = args.learner_processes or (int(trainer) if trainer != AUTO and int(trainer) else 1)
         plan = preflight(cfg, cluster, lora=args.lora or cfg.lora.enabled, learner_processes=processes,
                          sharded=args.sharded or sharded_learner(),
-                         param_count=int(args.param_count) if args.param_count else None, dtype_bytes=args.dtype_bytes)
+                         param_count=int(args.param_count) if args.param_count else None, dtype_bytes=args.dtype_bytes,
+                         log=False)
     finally:
         if session is not None:
             session.close()

@@ -15,10 +15,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from replicalab.metrics import episode_metrics
 from replicalab.models import EpisodeLog
 from replicalab.seats import MODEL, parse_seat
 from replicalab.seeds import METRIC_PREFIXES
-from replicalab.metrics import episode_metrics
 from training.config.eval import EvalConfig
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs

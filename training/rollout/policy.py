@@ -34,8 +34,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from training.errors import UserInputError
 from training.config.model import SamplingConfig
+from training.errors import UserInputError
 from training.rollout.generation import (
     StepLogprobs,
     bare_generation_config,

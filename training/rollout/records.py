@@ -7,8 +7,8 @@ from typing import Iterable, Sequence
 
 from replicalab.models import EpisodeLog
 from replicalab.scenarios import cells
-from replicalab.seeds import split_seeds
 from replicalab.seats import AgentRole
+from replicalab.seeds import split_seeds
 
 
 @dataclass(frozen=True)

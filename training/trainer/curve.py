@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from training.tracking import METRICS_FILE
 

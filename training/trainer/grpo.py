@@ -28,8 +28,8 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from replicalab.seeds import METRIC_PREFIXES
 from replicalab.metrics import episode_metrics
+from replicalab.seeds import METRIC_PREFIXES
 from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
 from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
