@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 import pytest
-from test_resume import (  # noqa: F401 -- reference_run is a fixture
+from resume_runs import (  # noqa: F401 -- reference_run is a fixture
     RESUME_STEPS,
     TRAIN_CFG,
     assert_same_run,

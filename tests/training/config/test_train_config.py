@@ -16,7 +16,7 @@ from training.config.loading import RESOLVED_CONFIG_NAME, ConfigError, load_conf
 from training.config.train import TrainConfig, load_train_config
 from training.trainer.build import data_stream
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 CONFIGS = REPO / "configs"
 #: configs/<dir> -> the config class its YAML files load into ("module:Class").  A folder missing here fails.
 LOADERS = {

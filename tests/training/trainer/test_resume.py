@@ -14,64 +14,15 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-TRAIN_CFG = str(REPO / "configs" / "train" / "default.yaml")
-#: A few cheap steps: 2 episodes a step, short replies, a checkpoint every step (all kept).
-RESUME_STEPS = 4
-RESUME_TINY = ["grpo.groups_per_step=1", "grpo.num_generations=2", "rollout.backend=inprocess",
-               "checkpoint.save_steps=1", "checkpoint.save_total_limit=10", "validation.every_steps=0",
-               "rollout.sampling.max_new_tokens=24", "rollout.max_rounds=2", "wandb.mode=disabled",
-               "grpo.weight_decay=0.1", "device=cpu"]
-#: Metric keys that measure time or aggregate one session (not one step): left out of log comparisons.
-SESSION_KEYS = ("train/train_runtime", "train/train_samples_per_second", "train/train_steps_per_second",
-                "train/train_loss", "train/step_time")
-
-
-def resume_overrides(model: Path | str, output_dir: Path, run_name: str, steps: int = RESUME_STEPS) -> list[str]:
-    return [*RESUME_TINY, f"grpo.max_steps={steps}", f"model={model}", f"output_dir={output_dir}",
-            f"run_name={run_name}"]
-
-
-def comparable_rows(path: Path) -> list[dict]:
-    """A JSONL log's rows without timing fields and per-session aggregates."""
-    rows = []
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        rows.append({k: v for k, v in row.items() if not k.startswith("time/") and k not in SESSION_KEYS})
-    return rows
-
-
-def weights(run_dir: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(run_dir / "final" / "model.safetensors"))
-
-
-def assert_same_run(run: Path, reference: Path) -> None:
-    """Same final weights (bitwise) and the same metrics and episodes, step for step, each step once."""
-    import torch
-
-    a, b = weights(run), weights(reference)
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "final weights differ"
-    for name in ("metrics.jsonl", "episodes.jsonl"):
-        got, want = comparable_rows(run / name), comparable_rows(reference / name)
-        assert [r["step"] for r in got] == [r["step"] for r in want], name
-        assert got == want, f"{name} differs from the uninterrupted run"
-    ids = [(r["step"], r["log"]["episode_id"], i % 2) for i, r in enumerate(comparable_rows(run / "episodes.jsonl"))]
-    assert len(ids) == len(set(ids))
-
-
-@pytest.fixture(scope="module")
-def reference_run(policy_wide_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An uninterrupted ``RESUME_STEPS``-step run (checkpoint after every step)."""
-    from training.config.train import load_train_config
-    from training.trainer.run import run_train
-
-    out = tmp_path_factory.mktemp("reference")
-    cfg = load_train_config(TRAIN_CFG, resume_overrides(policy_wide_model_dir, out, "ref"))
-    summary = run_train(cfg)
-    assert summary["steps"] == RESUME_STEPS
-    return cfg.run_dir
+from resume_runs import (  # noqa: F401 -- reference_run is a fixture
+    RESUME_STEPS,
+    TRAIN_CFG,
+    assert_same_run,
+    comparable_rows,
+    reference_run,
+    resume_overrides,
+    weights,
+)
 
 
 def _truncate(path: Path) -> None:

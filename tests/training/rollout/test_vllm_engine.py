@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 #: Most |trainer - rollout| log-prob (nats) on any model token: float32 rounding, no more.
 EXACT_NATS = 1e-4

@@ -25,7 +25,7 @@ from training.config.train import load_train_config
 from training.cluster.plan import plan_placement
 from training.cluster.resources import ClusterResources, NodeResources
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 LAUNCH = REPO / "launch"
 SBATCH = LAUNCH / "slurm.sbatch"
 GPU = "nvidia.com/gpu"

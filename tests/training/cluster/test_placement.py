@@ -468,5 +468,5 @@ def test_planning_imports_neither_torch_nor_ray() -> None:
     code = ("import sys, training.cluster.plan, training.cluster.preflight, training.cluster.resources; "
             "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
     assert out.stdout.strip() == "[]"

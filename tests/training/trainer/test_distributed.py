@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_resume import (  # noqa: F401 -- reference_run is a fixture
+from resume_runs import (  # noqa: F401 -- reference_run is a fixture
     RESUME_STEPS,
     TRAIN_CFG,
     comparable_rows,
@@ -22,7 +22,7 @@ from test_resume import (  # noqa: F401 -- reference_run is a fixture
     weights,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 #: Seconds a test waits for a torchrun job.
 DDP_WAIT_S = 300
 #: Learner processes of the multi-process tests.
