@@ -166,75 +166,10 @@ def policy_wide_model_dir(policy_tiny_model_dir: Path, tmp_path_factory: pytest.
     return out
 
 
-#: What ``policy_coin_model_dir`` says at every turn, each with probability 1/3: a request_info with one
-#: question, one with three (both valid Scientist turns) and prose (an unparseable, invalid turn).
-POLICY_COIN_REPLIES = (
-    '{"action_type":"request_info","questions":["What is the budget?"]}',
-    '{"action_type":"request_info","questions":["What is the budget?","How many staff are there?",'
-    '"How many days do we have?"]}',
-    "I am not sure what to propose yet.",
-)
-#: Logit lead (nats) of the replies over every other token, and of the end of turn right after a reply.
-POLICY_COIN_MARGIN = 30.0
-
-
 @pytest.fixture(scope="session")
 def policy_coin_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny Qwen2 checkpoint (random weights, two residual directions set by hand) whose every Scientist
-    turn is one of ``POLICY_COIN_REPLIES``, each with probability 1/3 whatever the prompt, CPU or sampling
-    seed: the tests that assert GRPO moved the weights get reward variance by construction, not by luck.
+    """A tiny checkpoint whose every Scientist turn is one of five replies with equal probability, so GRPO
+    groups differ in reward by construction (``tests/coin_model.py``: how, and the probability bound)."""
+    from coin_model import build_coin_model
 
-    Construction: every token's embedding gets +1 on residual dim 0, the three reply tokens (added tokens)
-    on dim 1 instead; the output head's rows of the three replies are the same vector on dim 0 and the end
-    of turn's row is on dim 1, ``POLICY_COIN_MARGIN`` nats after the final RMSNorm.  So after any prompt the
-    three replies have equal logits (the same row times the same hidden state), every other token is ~30 nats
-    behind (< 1e-10 of the mass), and a reply is followed by the end of turn.  The random layers (init std
-    0.02) barely move the residual, and every weight stays trainable.
-
-    Why groups must differ: against the scripted Lab Manager (6 rounds) an episode ends after two invalid
-    turns in a row and, with no agreement, scores ``-2 - 0.5 x invalid turns - 0.25 x questions beyond 4``
-    (``replicalab/judge/constants.py``).  Enumerating the turn sequences gives 13 reward values, the likeliest
-    with probability 1/4; 4 episodes of a group all score the same with probability 0.0052 (2 episodes:
-    0.14), so k groups of 4 all have zero reward variance with probability 0.0052^k (k=4: 7e-10).
-    """
-    import math
-
-    import torch
-
-    from replicalab.env import ReplicaLabEnv
-    from replicalab.prompts import RoleChat
-    from training.config.model import ArchitectureConfig, DefaultModelConfig
-    from training.model.default import make_model
-    from training.model.tokenizer import save_and_verify, train_tokenizer
-
-    out = tmp_path_factory.mktemp("policy-coin-model")
-    texts = _policy_texts()
-    tokenizer = train_tokenizer(texts, vocab_size=400, min_frequency=1)
-    tokenizer.add_tokens(list(POLICY_COIN_REPLIES))
-    replies = tokenizer.convert_tokens_to_ids(list(POLICY_COIN_REPLIES))
-    end = tokenizer.eos_token_id
-    arch = ArchitectureConfig(**{**POLICY_TINY_ARCH, "max_position_embeddings": POLICY_WIDE_CONTEXT,
-                                 "tie_word_embeddings": False})
-    model = make_model(DefaultModelConfig(architecture=arch), len(tokenizer), tokenizer.pad_token_id, end)
-    lead = POLICY_COIN_MARGIN / math.sqrt(arch.hidden_size)  # RMSNorm scales a unit direction to sqrt(d)
-    with torch.no_grad():
-        embed, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
-        embed[:, 0] += 1.0
-        embed[replies, 0] -= 1.0
-        embed[replies, 1] += 1.0
-        head[replies] = 0.0
-        head[replies, 0] = lead
-        head[end] = 0.0
-        head[end, 1] = lead
-    # check the construction on a real game prompt: three equal replies, then the end of turn
-    chat = RoleChat()
-    chat.next_prompt(ReplicaLabEnv().reset(seed=7, template="cell_biology", difficulty="hard").scientist)
-    prompt = tokenizer.apply_chat_template(chat.messages, add_generation_prompt=True, tokenize=True,
-                                           return_dict=False)
-    with torch.no_grad():
-        probs = torch.softmax(model(torch.tensor([[*prompt, replies[0]]])).logits[0, -2:], -1)
-    assert all(abs(float(probs[0, r]) - 1 / 3) < 1e-6 for r in replies), probs[0, replies]
-    assert float(probs[1, end]) > 1 - 1e-6, float(probs[1, end])
-    model.save_pretrained(str(out))
-    save_and_verify(tokenizer, out, probes=texts[:4])
-    return out
+    return build_coin_model(tmp_path_factory.mktemp("policy-coin-model"), _policy_texts())

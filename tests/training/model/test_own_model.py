@@ -130,7 +130,7 @@ def test_chat_template_option(tmp_path):
 def test_append_only_check_rejects_templates_that_rewrite_history(policy_tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from tests.standins import LLAMA3_TEMPLATE, QWEN25_TEMPLATE
+    from standins import LLAMA3_TEMPLATE, QWEN25_TEMPLATE
     from training.model.validate import CHATML_TEMPLATE, check_append_only
 
     tok = AutoTokenizer.from_pretrained(str(policy_tiny_model_dir))
@@ -168,7 +168,7 @@ def test_exact_generation_config_neutralises_every_extra():
 # -- stand-ins (slow) ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module", params=["llama", "qwen", "gpt2"])
 def standin(request, tmp_path_factory) -> tuple[str, Path]:
-    from tests.standins import BUILDERS
+    from standins import BUILDERS
 
     out = tmp_path_factory.mktemp(f"standin-{request.param}")
     return request.param, BUILDERS[request.param](out)

@@ -1,5 +1,6 @@
-"""LoRA through PEFT: rollout workers load only the adapter, a training run of the embedded default changes
-the adapter, and the merged ``final/`` evaluates like any checkpoint."""
+"""LoRA through PEFT: rollout workers load only the adapter, a training run changes the adapter (on
+``policy_coin_model_dir``, whose groups differ in reward by construction), and the merged ``final/`` evaluates
+like any checkpoint."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 
 import pytest
 
+from coin_model import COIN_OVERRIDES
 from training.config.model import SamplingConfig
 
 
@@ -23,7 +25,7 @@ def test_adapter_payload_reproduces_the_peft_model(policy_tiny_model_dir):
     from training.trainer.weights import lora_peft_config, payload_bytes, policy_weights
 
     cfg = TrainConfig(lora={"enabled": True, "r": 4, "alpha": 8})
-    trained = get_peft_model(AutoModelForCausalLM.from_pretrained(str(policy_tiny_model_dir)), lora_peft_config(cfg))
+    trained = get_peft_model(AutoModelForCausalLM.from_pretrained(str(policy_tiny_model_dir)), lora_peft_config(cfg.lora))
     worker = PolicyModel(str(policy_tiny_model_dir), device="cpu")
     full = sum(p.numel() * 4 for p in worker.model.parameters())
     ids = torch.tensor([list(range(3, 40))])
@@ -33,7 +35,7 @@ def test_adapter_payload_reproduces_the_peft_model(policy_tiny_model_dir):
             for name, p in trained.named_parameters():
                 if "lora_" in name:
                     p.normal_(0, 0.5)
-        payload = policy_weights(trained, cfg)
+        payload = policy_weights(trained, cfg.lora)
         assert LORA_CONFIG_KEY in payload and all("lora_" in k for k in payload if k != LORA_CONFIG_KEY)
         assert 0 < payload_bytes(payload) < full / 2
         worker.load_state(payload, version=seed + 1)
@@ -53,25 +55,15 @@ def test_lora_config_block_defaults_off():
     from training.config.train import TrainConfig
     from training.trainer.weights import lora_peft_config
 
-    assert TrainConfig().lora.enabled is False and lora_peft_config(TrainConfig()) is None
+    assert TrainConfig().lora.enabled is False and lora_peft_config(TrainConfig().lora) is None
     for name, field in type(TrainConfig().lora).model_fields.items():
         assert field.description, name
     with pytest.raises(ValueError):
         TrainConfig(lora={"enabled": True, "r": 0})
 
 
-@pytest.fixture(scope="module")
-def default_model(tmp_path_factory):
-    """A quick build of the embedded model (as in test_train_e2e)."""
-    from training.config.model import DefaultModelConfig, SFTHyperParams
-    from training.model.default import build_default_model
-
-    cfg = DefaultModelConfig(n_train_seeds=4, sft=SFTHyperParams(lm_steps=60, completion_steps=60))
-    return str(build_default_model(tmp_path_factory.mktemp("quick-default") / "model", cfg, progress=False))
-
-
 @pytest.mark.slow
-def test_lora_run_changes_the_adapter_and_the_merged_final_evaluates(default_model, tmp_path, monkeypatch):
+def test_lora_run_changes_the_adapter_and_the_merged_final_evaluates(policy_coin_model_dir, tmp_path, monkeypatch):
     import subprocess
     import sys
 
@@ -83,17 +75,20 @@ def test_lora_run_changes_the_adapter_and_the_merged_final_evaluates(default_mod
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # 2 steps x 2 groups of 4 episodes of the coin model (tests/coin_model.py): that no group has reward variance
+    # (and B stays zero) has probability at most 0.008 ** 4 = 4.1e-9, on any CPU and sampling seed
+    model = str(policy_coin_model_dir)
     cfg = load_train_config("configs/train/default.yaml", [
-        "lora.enabled=true", "lora.r=4", "grpo.learning_rate=5e-3", "grpo.max_steps=2", "grpo.groups_per_step=4",
-        "grpo.num_generations=4", "rollout.backend=inprocess", "rollout.sampling.temperature=0.5",
-        "rollout.sampling.max_new_tokens=128", "wandb.mode=offline", f"model={default_model}",
+        "lora.enabled=true", "lora.r=4", "grpo.learning_rate=5e-3", "grpo.max_steps=2", "grpo.groups_per_step=2",
+        "grpo.num_generations=4", "rollout.backend=inprocess", *COIN_OVERRIDES,
+        "rollout.sampling.max_new_tokens=128", "wandb.mode=offline", f"model={model}",
         f"output_dir={tmp_path}", "run_name=lora"])
     summary = run_train(cfg)
     final = tmp_path / "lora" / "final"
     adapter = load_file(str(final / "adapter" / "adapter_model.safetensors"))
     lora_b = [v for k, v in adapter.items() if "lora_B" in k]
     assert lora_b and any(float(v.abs().max()) > 0 for v in lora_b)  # B starts at zero: training moved it
-    base, merged = load_file(os.path.join(default_model, "model.safetensors")), load_file(str(final / "model.safetensors"))
+    base, merged = load_file(os.path.join(model, "model.safetensors")), load_file(str(final / "model.safetensors"))
     assert set(merged) <= set(base) and any(not (merged[k] == base[k]).all() for k in merged)
     metrics = [json.loads(line) for line in (tmp_path / "lora" / "metrics.jsonl").read_text().splitlines()]
     sync = [m["rollout/weight_sync_bytes"] for m in metrics if "rollout/weight_sync_bytes" in m]
