@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("training.rollout",),
     ("training.trainer",),
     ("training.eval", "training.sweep"),
-    ("training.bench", "training.cli", "training.cli_errors", "training"),
+    ("training.bench", "training.cli", "training.cli_errors", "training.argtypes", "training"),
 )
 
 

@@ -19,27 +19,8 @@ from typing import Callable
 
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
+from training.argtypes import positive_int, seed_int
 from training.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"seed must be non-negative, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _seat(role: str) -> Callable[[str], str]:
@@ -259,14 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     play = sub.add_parser("play", help="play one episode and print the transcript and score breakdown")
-    play.add_argument("--seed", type=_seed, default=0)
+    play.add_argument("--seed", type=seed_int, default=0)
     play.add_argument("--template", choices=TEMPLATES, default=TEMPLATES[0])
     play.add_argument("--difficulty", choices=DIFFICULTIES, default="easy")
     play.add_argument("--scientist", type=_seat("scientist"), default="scripted:adaptive",
                       help=", ".join(seat_choices("scientist")))
     play.add_argument("--lab-manager", type=_seat("lab_manager"), default="scripted",
                       help=", ".join(seat_choices("lab_manager")))
-    play.add_argument("--max-rounds", type=_positive, default=6)
+    play.add_argument("--max-rounds", type=positive_int, default=6)
     play.add_argument("--json", action="store_true", help="print the EpisodeLog as JSON")
     play.add_argument("--chat-template", default=None, metavar="FILE|chatml",
                       help="chat template for model seats whose tokenizer has none (a base model)")
@@ -292,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the Scientist to evaluate (repeatable): " + ", ".join(seat_choices("scientist")))
     ev.add_argument("--split", choices=("validation", "test", "train"), default=None,
                     help="seed split played (default test: the final report; validation: what selection uses)")
-    ev.add_argument("--episodes", type=_positive, default=None, help="episodes per template x difficulty")
+    ev.add_argument("--episodes", type=positive_int, default=None, help="episodes per template x difficulty")
     ev.add_argument("--backend", choices=("inprocess", "ray"), default=None)
     ev.add_argument("--out", default=None)
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE")

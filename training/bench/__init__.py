@@ -23,17 +23,6 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1, or a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     """One sub-parser per benchmark under ``bench``, each with its own options; ``args.func`` runs it."""
     whats = bench.add_subparsers(dest="what", required=True, metavar="{" + ",".join(BENCHMARKS) + "}")

@@ -18,7 +18,7 @@ import argparse
 import time
 from typing import Any, Optional, Sequence
 
-from training.bench import positive_int
+from training.argtypes import positive_int
 
 DEFAULT_EPISODES = 32
 DEFAULT_MAX_NEW_TOKENS = 96

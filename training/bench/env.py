@@ -15,7 +15,7 @@ from replicalab.agents import AdaptiveScientist, NaiveScientist
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import run_episode
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
-from training.bench import positive_int
+from training.argtypes import positive_int
 
 DEFAULT_EPISODES = 5000
 WARMUP = 200

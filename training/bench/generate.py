@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from replicalab.seats import ROLES
-from training.bench import positive_int
+from training.argtypes import positive_int
 
 if TYPE_CHECKING:
     from training.rollout.policy import PolicyModel

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from typing import Optional, Sequence
 
-from training.bench import positive_int
+from training.argtypes import positive_int
 
 #: Model shape: tiny everywhere except the vocabulary (the logits buffer scales with it).
 HIDDEN = 64

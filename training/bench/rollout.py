@@ -37,7 +37,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from replicalab import TRAIN_SEEDS  # noqa: E402
 from replicalab.scenarios import cells  # noqa: E402
-from training.bench import positive_int  # noqa: E402
+from training.argtypes import positive_int  # noqa: E402
 from training.cluster.ray_session import RAY_ENV  # noqa: E402
 from training.config.model import SamplingConfig  # noqa: E402
 from training.rollout.contract import RolloutSpec  # noqa: E402

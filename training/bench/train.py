@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from training.bench import positive_int
+from training.argtypes import positive_int
 
 DEFAULT_CONFIG = "configs/train/default.yaml"
 DEFAULT_STEPS = 4
