@@ -95,7 +95,7 @@ def test_sweep_refuses_a_validation_metric_without_the_check() -> None:
 
 
 def test_metric_value_refuses_test_metrics(tmp_path) -> None:
-    from training.sweep import metric_value
+    from training.sweep.trial import metric_value
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"test/reward/mean": 1.0, "val/reward/mean": 2.0}) + "\n")
     with pytest.raises(ValueError, match="test split"):
@@ -187,12 +187,12 @@ def test_training_with_validation_every_step_never_plays_a_test_seed(policy_wide
 def test_sweep_trial_scores_on_validation_and_never_plays_a_test_seed(policy_wide_model_dir, tmp_path,
                                                                       played_seeds):
     from training.config.sweep import load_sweep_config
-    from training.sweep import _trial
+    from training.sweep.trial import run_trial
 
     sweep = load_sweep_config("configs/sweeps/cpu_grid.yaml", [
         f"out={tmp_path}", "metric=val/reward/mean", "metric_window=1",
         f"overrides={json.dumps([*TRAIN_TINY, 'grpo.max_steps=1', f'model={policy_wide_model_dir}'])}"])
-    result = _trial(sweep.trials()[0], sweep, 0)
+    result = run_trial(sweep.trials()[0], sweep, 0)
     assert isinstance(result["score"], float)
     assert played_seeds and all(s in TRAIN_SEEDS or s in VALIDATION_SEEDS for s in played_seeds)
     assert any(s in VALIDATION_SEEDS for s in played_seeds)

@@ -179,9 +179,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from training.trainer.run import check_models
 
     check_models(load_train_config(cfg.base, cfg.overrides))  # before any trial starts
-    from training.sweep import print_sweep, run_sweep
+    from training.sweep.run import print_sweep, run_sweep
 
-    print_sweep(run_sweep(cfg))
+    print_sweep(run_sweep(cfg, resume=args.resume))
     return 0
 
 
@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="hyperparameter sweep from a config, trials on Ray Tune")
     sw.add_argument("config", help="configs/sweeps/NAME.yaml")
     sw.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    sw.add_argument("--resume", action="store_true",
+                    help="continue the interrupted sweep: finished trials kept, unfinished ones resumed")
     sw.set_defaults(func=cmd_sweep)
     _add_help_config(sw)
 

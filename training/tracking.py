@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from pydantic import BaseModel
 
@@ -97,9 +97,13 @@ class RunLogger:
     an earlier run: ``metrics.jsonl`` and ``episodes.jsonl`` are cut back to those lines (rows written
     after the checkpoint are dropped, so each step appears once) and the W&B run whose id is stored in
     ``wandb_run_id`` is resumed (``resume="allow"``) rather than forked.
+
+    ``observe(step, metrics)``, when given, is called after each ``log`` has reached ``metrics.jsonl`` (a sweep
+    trial reports its score to Ray Tune from it).
     """
 
-    def __init__(self, run_dir: str | Path, cfg: BaseModel, *, resume: Optional[Mapping[str, int]] = None) -> None:
+    def __init__(self, run_dir: str | Path, cfg: BaseModel, *, resume: Optional[Mapping[str, int]] = None,
+                 observe: Optional[Callable[[int, Mapping[str, float]], None]] = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.cfg = cfg
@@ -108,6 +112,7 @@ class RunLogger:
         self.summary_path = self.run_dir / SUMMARY_FILE
         self.config_path = save_resolved(cfg, self.run_dir)
         self._summary: dict[str, Any] = {}
+        self._observe = observe
         self._finished = False
         self._wandb: Any = None
         self.run: Any = None  # the wandb Run, or None when disabled / finished
@@ -151,6 +156,8 @@ class RunLogger:
         self._lines[self.metrics_path.name] += _append_jsonl(self.metrics_path, [{"step": step, **metrics}])
         if self.run is not None:
             self.run.log(dict(metrics), step=step)
+        if self._observe is not None:
+            self._observe(step, metrics)
 
     def log_episodes(self, step: int, logs: Sequence[EpisodeLog], roles: Optional[Sequence[str]] = None) -> None:
         """Append every log to ``episodes.jsonl``; log a W&B table of up to ``transcripts_per_step``

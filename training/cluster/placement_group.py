@@ -55,6 +55,36 @@ class PlacedGroup:
             self.placement_group = None
 
 
+def trial_bundles(plan: PlacementPlan, learner_cpus: float) -> list[dict[str, float]]:
+    """The bundles a Ray Tune trial of ``plan`` reserves: the learner's first (the trial itself: ``learner_cpus``
+    CPUs and the learner's GPUs), then one per rollout worker, as ``make_placement_group`` would."""
+    learner = {"CPU": float(learner_cpus), **(plan.trainer_bundle() or {})}
+    worker = plan.worker_bundle()
+    return [learner, *([dict(worker) for _ in plan.workers] if worker is not None else [])]
+
+
+def adopt_trial_group(plan: PlacementPlan) -> PlacedGroup | None:
+    """Inside a Ray Tune trial reserved with ``trial_bundles(plan, ...)``: the trial's own placement group, its
+    rollout workers in bundles 1.. (the trial holds bundle 0); None outside a placement group.  The group is
+    Tune's: ``remove`` leaves it alone."""
+    from ray.util import get_current_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group = get_current_placement_group()
+    if group is None:
+        return None
+    worker = plan.worker_bundle()
+    wanted = 1 + (len(plan.workers) if worker is not None else 0)
+    if len(group.bundle_specs) != wanted:
+        raise UserInputError(f"this process runs in a placement group of {len(group.bundle_specs)} bundles, but the "
+                             f"run's plan needs {wanted} (the learner's and one per rollout worker); reserve it "
+                             "with training.cluster.placement_group.trial_bundles")
+    strategies = [PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=1 + i)
+                  if worker is not None else None for i in range(len(plan.workers))]
+    logger.info("rollout workers in this trial's placement group: %d bundles", wanted)
+    return PlacedGroup(None, strategies, (), plan.gpus_per_worker, plan.cpus_per_worker)
+
+
 def learner_gpu_ids(k: int) -> tuple[str, ...]:
     """The GPU ids the learner's ``k`` processes use: the first ``k`` of this process's
     ``CUDA_VISIBLE_DEVICES``, else ``0..k-1`` (rank r uses ``cuda:r``)."""

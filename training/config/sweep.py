@@ -1,5 +1,6 @@
-"""``SweepConfig``: a base train config, a search space over any config key, a metric and a budget
-(torch-free, so sweep YAML validates anywhere)."""
+"""``SweepConfig``: a base train config, a search space over any config key, a metric, a scheduler and a
+budget (torch- and ray-free, so sweep YAML validates anywhere; ``training.sweep.space`` turns the search into
+Ray Tune's search space)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,22 @@ class Range(BaseModel):
         return self
 
 
+class SchedulerConfig(BaseModel):
+    """Which Tune scheduler stops trials early, from the metric a trial reports at every logged value (the
+    validation check for a ``val/...`` metric).  Its clock is the training step of the report."""
+
+    model_config = STRICT
+    kind: Literal["none", "asha", "median"] = Field(default="none", description=(
+        "none: every trial trains to the end; asha: asynchronous successive halving (Tune's ASHAScheduler); "
+        "median: stop a trial whose score falls below the median of the others at the same step."))
+    grace_period: int = Field(default=1, ge=1, description=(
+        "Training steps a trial always gets before it may be stopped (asha, median)."))
+    reduction_factor: float = Field(default=2.0, gt=1.0, description=(
+        "asha: the fraction 1/reduction_factor of trials continues past each rung."))
+    min_samples_required: int = Field(default=2, ge=1, description=(
+        "median: other trials that must have reported at a step before one is compared with them."))
+
+
 class SweepConfig(BaseModel):
     """Trials of ``replicalab train``: ``base`` + ``overrides`` + one point of ``search`` each, scored by
     ``metric`` from the trial's ``metrics.jsonl``: a ``val/...`` metric (the periodic check on
@@ -49,10 +66,13 @@ class SweepConfig(BaseModel):
     overrides: list[str] = Field(default_factory=list, description=(
         "KEY=VALUE overrides applied to base in every trial, before the trial's own parameters."))
     method: Literal["grid", "random"] = Field(default="grid", description=(
-        "grid: every combination of the listed values; random: num_samples points drawn with seed."))
+        "grid: every combination of the listed values (Tune's grid_search); random: num_samples points from "
+        "Tune's search space, drawn with seed (a list is tune.choice, a range tune.uniform or tune.loguniform)."))
     search: dict[str, Union[list[Any], Range]] = Field(default_factory=dict, description=(
         "Dotted TrainConfig key -> list of values, or (random search) a range {low, high, log}."))
     num_samples: int = Field(default=4, ge=1, description="Random search: trials drawn; grid: ignored.")
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig, description=(
+        "Early stopping of trials by the metric they report during training."))
     max_trials: int = Field(default=16, ge=1, description="Upper bound on trials (a larger grid fails).")
     metric: str = Field(default="reward/mean", description=(
         "metrics.jsonl key that scores a trial: val/... (validation seeds; needs validation.every_steps > 0) "
@@ -61,8 +81,11 @@ class SweepConfig(BaseModel):
         "A trial's score is the mean of the metric's last N logged values."))
     mode: Literal["max", "min"] = Field(default="max", description=(
         "Whether the best trial maximises or minimises the score."))
-    max_concurrent_trials: int = Field(default=1, ge=1, description="Trials Ray Tune runs at once.")
-    cpus_per_trial: float = Field(default=2.0, gt=0, description="Ray CPUs each trial reserves.")
+    max_concurrent_trials: int = Field(default=1, ge=1, description=(
+        "Trials Ray Tune runs at once (at most: each also waits for its placement group)."))
+    cpus_per_trial: float = Field(default=2.0, gt=0, description=(
+        "Ray CPUs each trial's learner reserves; its GPUs and rollout workers' bundles come from the trial's "
+        "placement plan (replicalab preflight)."))
     out: str = Field(default="runs/sweeps", description=(
         "Parent directory: trials, trials.csv/.md and best.yaml go under out/name."))
     seed: int = Field(default=0, description="Seed of random search's draws.")
@@ -93,14 +116,20 @@ class SweepConfig(BaseModel):
     def grid_size(self) -> int:
         return math.prod(len(v) for v in self.search.values() if isinstance(v, list))
 
+    @property
+    def num_trials(self) -> int:
+        """Trials the sweep runs: the grid's size, or ``num_samples`` (capped by ``max_trials``)."""
+        return self.grid_size if self.method == "grid" else min(self.num_samples, self.max_trials)
+
     def trials(self) -> list[dict[str, Any]]:
-        """Every trial's parameters, deterministic from ``seed``."""
+        """Points the config is checked with before anything runs: the whole grid, or for random search
+        ``num_trials`` points drawn with ``seed`` (Tune draws the trials' own points from the same space)."""
         keys = list(self.search)
         if self.method == "grid":
             return [dict(zip(keys, combo)) for combo in itertools.product(*(self.search[k] for k in keys))]
         rng = random.Random(self.seed)
         out = []
-        for _ in range(min(self.num_samples, self.max_trials)):
+        for _ in range(self.num_trials):
             point = {}
             for k, v in self.search.items():
                 if isinstance(v, Range):

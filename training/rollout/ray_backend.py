@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from training.cluster.placement_group import PlacedGroup, make_placement_group
+from training.cluster.placement_group import PlacedGroup, adopt_trial_group, make_placement_group
 from training.cluster.plan import PlacementPlan
 from training.cluster.ray_session import connect
 from training.cluster.resources import ClusterResources
@@ -70,7 +70,7 @@ class RayBackend:
         try:
             if pool.plan_for is not None:  # planned (and refused, if it cannot work) before any model loads
                 plan = pool.plan_for(ClusterResources.from_ray())
-                self.placed = make_placement_group(plan)
+                self.placed = adopt_trial_group(plan) or make_placement_group(plan)  # a sweep trial's, else its own
                 spec = _on_device(spec, plan.worker_device)
                 num_gpus = plan.gpus_per_worker
         except BaseException:

@@ -77,12 +77,13 @@ def data_stream(cfg: TrainConfig) -> Callable[[int], list[dict[str, Any]]]:
     return partial(train_rows, cfg.data, cfg.seats.trained_roles, cfg.seed)
 
 
-def run_logger(cfg: TrainConfig, run_dir: Path, *, main: bool, resume: Optional[dict[str, int]]):
+def run_logger(cfg: TrainConfig, run_dir: Path, *, main: bool, resume: Optional[dict[str, int]],
+               observe: Optional[Callable[[int, dict], None]] = None):
     """The run's ``RunLogger`` on the main process (``resume``: the log positions of the checkpoint resumed
-    from), a ``NullRunLogger`` elsewhere."""
+    from; ``observe``: called with every logged row), a ``NullRunLogger`` elsewhere."""
     from training.tracking import NullRunLogger, RunLogger
 
-    return RunLogger(run_dir, cfg, resume=resume) if main else NullRunLogger()
+    return RunLogger(run_dir, cfg, resume=resume, observe=observe) if main else NullRunLogger()
 
 
 def grpo_args(cfg: TrainConfig, *, device: str, processes: int = 1):

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from training.config.loading import RESOLVED_CONFIG_NAME, save_resolved
 from training.config.train import TrainConfig
@@ -81,9 +81,11 @@ def _find_checkpoint(cfg: TrainConfig, resume: bool) -> tuple[Path | None, dict[
     return checkpoint, manifest
 
 
-def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = None) -> dict[str, Any]:
+def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = None,
+              observe: Callable[[int, dict], None] | None = None) -> dict[str, Any]:
     """Train per ``cfg``; return the end-of-run summary.  ``command`` is the command line that continues
-    this run (printed when a signal stops it; raised as ``TrainingInterrupted``).
+    this run (printed when a signal stops it; raised as ``TrainingInterrupted``); ``observe(step, metrics)``
+    sees every row the run logs, once it is in ``metrics.jsonl``.
 
     Under ``torchrun`` / ``accelerate launch`` with N processes every process calls this: the main one
     holds the rollout backend, the logs and the W&B run (``training.trainer.distributed``); each step is
@@ -115,7 +117,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     start = time.perf_counter()
     try:
         sink = build.run_logger(cfg, run_dir, main=learner.is_main,
-                                resume=manifest.get("logs", {}) if resume else None)
+                                resume=manifest.get("logs", {}) if resume else None, observe=observe)
         with StopOnSignal() as stop, sink:
             trainer = build.make_trainer(cfg, Path(model_dir), backend, sink, device=device,
                                          chat_template=chat_template, processes=learner.world_size)

@@ -333,7 +333,7 @@ def test_standin_plays_evaluates_and_trains(standin, tmp_path, monkeypatch):
                       difficulty="easy")
     assert agent.generations and log.turns
     cfg = load_eval_config(None, [f"agents=[model:{path}]", "episodes=2", "templates=[cell_biology]",
-                                  "difficulties=[easy]", "backend=inprocess", "max_new_tokens=16",
+                                  "difficulties=[easy]", "backend=inprocess", "sampling.max_new_tokens=16",
                                   "chat_template=chatml", f"out={tmp_path / 'eval'}", "wandb.mode=offline"])
     report = run_eval(cfg, progress=False)
     assert report["agents"][f"model:{path}"]["overall"]["episodes"] == 2

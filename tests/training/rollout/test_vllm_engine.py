@@ -156,7 +156,7 @@ def test_eval_with_the_vllm_engine(vllm_python: str, ray_cluster: None, llama_st
 
     cfg = load_eval_config(None, [f"agents=[model:{llama_standin}]", "episodes=2", "templates=[cell_biology]",
                                   "difficulties=[easy]", "backend=ray", "num_workers=1", "engine=vllm",
-                                  f"vllm.python={vllm_python}", "max_new_tokens=24", "max_rounds=2",
+                                  f"vllm.python={vllm_python}", "sampling.max_new_tokens=24", "max_rounds=2",
                                   f"out={tmp_path / 'eval'}", "wandb.mode=disabled"])
     report = run_eval(cfg, progress=False)
     assert report["agents"][f"model:{llama_standin}"]["overall"]["episodes"] == 2

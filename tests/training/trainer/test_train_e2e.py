@@ -112,7 +112,7 @@ def test_eval_report(default_model, tmp_path):
 
 def test_grid_sweep_picks_a_best_config(default_model, tmp_path):
     from training.config.sweep import load_sweep_config
-    from training.sweep import run_sweep
+    from training.sweep.run import run_sweep
 
     overrides = [*TINY, "grpo.max_steps=1", "grpo.groups_per_step=1", f"model={default_model}",
                  "checkpoint.save_steps=100"]

@@ -1,0 +1,203 @@
+"""Sweeps on Ray Tune: Tune's search space and schedulers from the config, per-trial placement groups that never
+oversubscribe (logical GPUs on CPU), early stopping recorded as stopped, and an interrupted sweep resumed to the
+same table as an uninterrupted one."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from coin_model import COIN_OVERRIDES
+
+from training.config.loading import ConfigError
+from training.config.sweep import SweepConfig, load_sweep_config
+
+REPO = Path(__file__).resolve().parents[2]
+#: Tiny trials of the coin model (its groups differ in reward by construction): a validation check every step.
+TRIAL = ["grpo.groups_per_step=1", "grpo.num_generations=2", "rollout.backend=inprocess", "checkpoint.save_steps=1",
+         "rollout.sampling.max_new_tokens=8", "grpo.max_completion_length=64", "validation.every_steps=1",
+         "validation.episodes=2", "data.templates=[cell_biology]", "wandb.mode=disabled", "device=cpu",
+         *COIN_OVERRIDES]
+#: Seconds a sweep subprocess may take.
+SWEEP_WAIT_S = 600
+
+
+def sweep_config(model: Path, out: Path, steps: int, **fields) -> SweepConfig:
+    overrides = [*TRIAL, f"model={model}", f"grpo.max_steps={steps}"]
+    return SweepConfig(**{"name": "s", "base": str(REPO / "configs/train/default.yaml"), "overrides": overrides,
+                          "search": {"grpo.learning_rate": [1e-5, 3e-2]}, "metric": "val/reward/mean",
+                          "metric_window": 1, "out": str(out), "cpus_per_trial": 1.0, **fields})
+
+
+# -- the config as Tune reads it (fast) -------------------------------------------------------------
+def test_search_space_is_tunes_own() -> None:
+    from ray.tune.search.sample import Categorical, Float
+
+    from training.sweep.space import search_space
+
+    grid = SweepConfig(search={"grpo.learning_rate": [1e-4, 5e-4], "grpo.loss_type": ["dapo"]})
+    assert search_space(grid) == {"grpo.learning_rate": {"grid_search": [1e-4, 5e-4]},
+                                  "grpo.loss_type": {"grid_search": ["dapo"]}}
+    rand = SweepConfig(method="random", num_samples=3, seed=4, search={
+        "grpo.learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}, "grpo.beta": {"low": 0.0, "high": 0.1},
+        "grpo.loss_type": ["dapo", "grpo"]})
+    space = search_space(rand)
+    assert isinstance(space["grpo.loss_type"], Categorical) and space["grpo.loss_type"].categories == ["dapo", "grpo"]
+    lr, beta = space["grpo.learning_rate"], space["grpo.beta"]
+    assert isinstance(lr, Float) and (lr.lower, lr.upper) == (1e-5, 1e-3) and "LogUniform" in type(lr.sampler).__name__
+    assert isinstance(beta, Float) and "LogUniform" not in type(beta.sampler).__name__
+
+
+@pytest.mark.parametrize("kind,cls", [("asha", "AsyncHyperBandScheduler"), ("median", "MedianStoppingRule"),
+                                      ("none", "NoneType")])
+def test_the_scheduler_is_the_configured_one(kind: str, cls: str) -> None:
+    from training.sweep.space import scheduler
+
+    sweep = SweepConfig(search={"grpo.max_steps": [4, 6]}, scheduler={"kind": kind, "grace_period": 2})
+    got = scheduler(sweep)
+    assert type(got).__name__ == cls
+    if kind == "asha":
+        assert got._max_t == 6 and got._time_attr == "step"  # the longest trial, in training steps
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["scheduler.kind=hyperband"], "scheduler.kind"),
+    (["scheduler.reduction_factor=1"], "reduction_factor"),
+    (["scheduler.grace_period=0"], "grace_period"),
+])
+def test_a_bad_scheduler_fails_in_one_line(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        load_sweep_config("configs/sweeps/cpu_grid.yaml", overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_a_trial_reserves_its_plan() -> None:
+    """Bundles from the trial's own placement plan: the learner's CPUs and GPUs, then one per rollout worker."""
+    from training.cluster.placement_group import trial_bundles
+    from training.cluster.preflight import preflight
+    from training.cluster.resources import ClusterResources
+    from training.config.train import load_train_config
+
+    cfg = load_train_config(None, ["device=cuda", "placement.trainer_gpus=1", "rollout.backend=ray",
+                                   "rollout.num_workers=2", "placement.gpus_per_worker=0.5"])
+    plan = preflight(cfg, ClusterResources(gpus=4, cpus=16), log=False)
+    assert trial_bundles(plan, 2.0) == [{"CPU": 2.0, "GPU": 1.0}, {"GPU": 0.5, "CPU": 1.0}, {"GPU": 0.5, "CPU": 1.0}]
+    cpu = preflight(load_train_config(None, ["device=cpu", "rollout.backend=ray", "rollout.num_workers=2"]),
+                    ClusterResources(gpus=0, cpus=4), log=False)
+    assert trial_bundles(cpu, 1.0) == [{"CPU": 1.0}, {"CPU": 1.0}, {"CPU": 1.0}]
+    inproc = preflight(load_train_config(None, ["device=cpu", "rollout.backend=inprocess"]),
+                       ClusterResources(gpus=0, cpus=2), log=False)
+    assert trial_bundles(inproc, 1.0) == [{"CPU": 1.0}]
+
+
+# -- real sweeps (slow) -------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_concurrent_trials_never_hold_more_gpus_than_the_cluster(tmp_path: Path) -> None:
+    """4 logical GPUs, trials of 2 (a learner GPU and one rollout worker's GPU), up to 4 allowed at once: Tune
+    runs 2 at a time, each in its own placement group, and the GPUs held at any moment never exceed 4."""
+    import ray
+    from ray import tune
+
+    from training.sweep.space import trial_resources
+
+    sweep = SweepConfig(name="gpus", base=str(REPO / "configs/train/default.yaml"), out=str(tmp_path),
+                        overrides=["device=cuda", "placement.trainer_gpus=1", "rollout.backend=ray",
+                                   "rollout.num_workers=1", "placement.gpus_per_worker=1"],
+                        search={"grpo.learning_rate": [1e-4, 2e-4, 3e-4, 4e-4]}, max_concurrent_trials=4,
+                        cpus_per_trial=0.5)
+    log = tmp_path / "held.jsonl"
+
+    def probe(config: dict) -> None:
+        from ray.util import get_current_placement_group
+
+        group = get_current_placement_group()
+        gpus = sum(b.get("GPU", 0) for b in group.bundle_specs)
+        start = time.time()
+        time.sleep(3)
+        with log.open("a") as f:
+            f.write(json.dumps({"start": start, "end": time.time(), "gpus": gpus}) + "\n")
+        tune.report({"score": 0.0})
+
+    ray.init(num_cpus=4, num_gpus=4, include_dashboard=False, logging_level="WARNING")
+    try:
+        tune.Tuner(tune.with_resources(probe, trial_resources(sweep)),
+                   param_space={"grpo.learning_rate": tune.grid_search([1e-4, 2e-4, 3e-4, 4e-4])},
+                   tune_config=tune.TuneConfig(max_concurrent_trials=4),
+                   run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0)).fit()
+    finally:
+        ray.shutdown()
+    spans = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(spans) == 4 and all(s["gpus"] == 2 for s in spans)
+    moments = sorted(t for s in spans for t in (s["start"], s["end"]))
+    held = [sum(s["gpus"] for s in spans if s["start"] <= t < s["end"]) for t in moments]
+    assert max(held) == 4  # two trials at once, and never a third
+
+
+@pytest.mark.slow
+def test_asha_stops_trials_early_and_records_them(policy_coin_model_dir: Path, tmp_path: Path) -> None:
+    """The score is the episodes played so far, which a trial of 2 groups a step doubles over one of 1 whatever
+    the CPU: played one after the other, the later 1-group trials fall below ASHA's first rung and stop there."""
+    from training.sweep.run import run_sweep
+
+    sweep = sweep_config(policy_coin_model_dir, tmp_path, steps=4, scheduler={"kind": "asha", "grace_period": 1},
+                         search={"grpo.groups_per_step": [2, 1], "grpo.learning_rate": [1e-4, 1e-3]},
+                         metric="rollout/episodes_total")
+    result = run_sweep(sweep)
+    rows = result["trials"]
+    assert [r["trial"] for r in rows] == [0, 1, 2, 3]
+    assert [r["status"] for r in rows if r["grpo.groups_per_step"] == 2] == ["finished", "finished"]
+    stopped = [r for r in rows if r["status"] == "stopped"]
+    assert stopped and all(r["grpo.groups_per_step"] == 1 and r["score"] == 2.0 * (r["steps"] + 1) and r["steps"] < 3
+                           for r in stopped)
+    assert result["best"]["status"] in ("finished", "stopped")
+    out = tmp_path / "s"
+    for name in ("trials.csv", "trials.md", "best.yaml", "scores.png", "curves.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def _sweep_command(sweep: SweepConfig, config: Path, *extra: str) -> list[str]:
+    config.write_text(json.dumps(sweep.model_dump(mode="json")))
+    return [sys.executable, "-m", "training.cli", "sweep", str(config), *extra]
+
+
+def _table(out: Path) -> list[dict]:
+    with (out / "s" / "trials.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_an_interrupted_sweep_resumes_to_the_same_table(policy_coin_model_dir: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1",
+           "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}
+    straight = sweep_config(policy_coin_model_dir, tmp_path / "a", steps=3)
+    done = subprocess.run(_sweep_command(straight, tmp_path / "a.yaml"), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=SWEEP_WAIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    cut = sweep_config(policy_coin_model_dir, tmp_path / "b", steps=3)
+    proc = subprocess.Popen(_sweep_command(cut, tmp_path / "b.yaml"), cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    drained = threading.Thread(target=proc.stdout.read, daemon=True)
+    drained.start()
+    first = tmp_path / "b" / "s" / "s-trial-0" / "checkpoints"
+    deadline = time.time() + SWEEP_WAIT_S
+    while not (first.is_dir() and any(first.glob("checkpoint-2/manifest.json"))) and time.time() < deadline:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the middle of trial 0
+    proc.wait(timeout=SWEEP_WAIT_S)
+    assert not (tmp_path / "b" / "s" / "trials.csv").exists()
+    again = subprocess.run(_sweep_command(cut, tmp_path / "b.yaml", "--resume"), cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=SWEEP_WAIT_S)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _table(tmp_path / "b") == _table(tmp_path / "a")
+    steps = [json.loads(line)["step"] for line in (tmp_path / "b/s/s-trial-0/metrics.jsonl").read_text().splitlines()
+             if "val/reward/mean" in line]
+    assert steps == [1, 2, 3]  # each validation check once
