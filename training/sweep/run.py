@@ -79,6 +79,9 @@ def run_sweep(sweep: SweepConfig, *, resume: bool = False) -> dict[str, Any]:
                              "another name or out")
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials resolve relative paths from here
+    # Ctrl-C reaches us as KeyboardInterrupt: Tune's own handler would end the running trials as if complete,
+    # and a resumed sweep would not continue them.  Tune's saved state then lists them as unfinished.
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
     started = not ray.is_initialized()
     if started:
         ray.init(include_dashboard=False, log_to_driver=False)
@@ -95,12 +98,11 @@ def run_sweep(sweep: SweepConfig, *, resume: bool = False) -> dict[str, Any]:
                                             scheduler=scheduler(sweep)),  # the generator caps concurrency
                 run_config=tune.RunConfig(name=sweep.name, storage_path=str(out / TUNE_DIRNAME), verbose=1),
             )
-        results = tuner.fit()
-        unfinished = len(results) - results.num_terminated - results.num_errors
-        if unfinished:  # Tune stopped on a signal
-            raise SweepInterrupted(f"sweep {sweep.name} interrupted with {unfinished} trial(s) unfinished; its state "
-                                   f"is saved in {state}: continue it with replicalab sweep CONFIG [the same "
-                                   "overrides] --resume")
+        try:
+            results = tuner.fit()
+        except KeyboardInterrupt:
+            raise SweepInterrupted(f"sweep {sweep.name} interrupted; its state is saved in {state}: continue it with "
+                                   "replicalab sweep CONFIG [the same overrides] --resume") from None
         rows = [_row(sweep, r) for r in results]
     finally:
         if started:
