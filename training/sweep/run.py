@@ -122,10 +122,13 @@ def _row(sweep: SweepConfig, result: Any) -> dict[str, Any]:
     metrics = result.metrics or {}
     trial = _trial_number(metrics.get("trial_id") or _id_of(result))
     params = {k: result.config[k] for k in sweep.search}
+    cfg = trial_config(sweep, params, trial)
     failed = result.error is not None
-    status = FAILED if failed else FINISHED if metrics.get(TRAINED_TO_END) else STOPPED
+    # a scheduler may stop a trial at its last step, before its own final report
+    trained = metrics.get(TRAINED_TO_END) or (metrics.get("step") or 0) >= cfg.grpo.max_steps
+    status = FAILED if failed else FINISHED if trained else STOPPED
     score = None if failed or SCORE not in metrics else float(metrics[SCORE])
-    run_dir = Path(trial_config(sweep, params, trial).run_dir).relative_to(sweep_dir(sweep))
+    run_dir = Path(cfg.run_dir).relative_to(sweep_dir(sweep))
     row = {"trial": trial, **params, "status": status, "score": score, "steps": metrics.get("step"),
            "run_dir": str(run_dir)}
     if failed:
