@@ -1,5 +1,5 @@
 """Evaluation: ``run`` (``replicalab eval``: agents as the Scientist on one seed split, paired by seed),
-``metrics`` (aggregates of any list of EpisodeLogs), ``stats`` (stratified bootstrap intervals),
-``report`` (markdown tables and plots) and ``seat_check`` (a model in both seats against scripted
-opponents, the check every default-model build runs).
+``stats`` (stratified bootstrap intervals), ``report`` (markdown tables and plots) and ``seat_check`` (a model
+in both seats against scripted opponents, the check every default-model build runs).  Aggregates of
+EpisodeLogs are ``replicalab.metrics``.
 """

@@ -11,7 +11,7 @@ from typing import Literal
 
 from training.rollout.contract import Backend, RolloutSpec
 from training.rollout.inprocess import InProcessBackend
-from training.rollout.ray_backend import RayPool
+from training.rollout.ray_backend import RayBackend, RayPool
 
 #: The backend kinds (``rollout.backend``).
 BACKENDS = ("inprocess", "ray")
@@ -24,7 +24,5 @@ def make_backend(kind: Literal["inprocess", "ray"], spec: RolloutSpec, *, pool: 
     if kind == "inprocess":
         return InProcessBackend(spec, torch_threads=torch_threads)
     if kind == "ray":
-        from training.rollout.ray_backend import RayBackend
-
         return RayBackend(spec, pool or RayPool())
     raise ValueError(f"unknown rollout backend {kind!r}: use {' or '.join(map(repr, BACKENDS))}")

@@ -1,6 +1,7 @@
-"""The learner: ``run`` (``replicalab train``: config -> trained checkpoint), ``grpo`` (the TRL glue, the
-only code that imports trl: a ``rollout_func`` that plays episodes on a rollout backend, callbacks),
-``weights`` (what the workers load each step), ``distributed`` (the learner's processes under torchrun),
-``grad_guard`` (skips non-finite gradient steps), ``checkpoints`` (sealed checkpoints, resume),
-``interrupt`` (stop on a signal) and ``export`` (``final/``).
+"""The learner: ``run`` (``replicalab train``: config -> trained checkpoint), ``build`` (the one place a
+``TrainConfig`` becomes the run's objects), ``data`` (the training rows), ``grpo`` (the TRL glue, the only
+code that imports trl: a ``rollout_func`` that plays episodes on a rollout backend, callbacks), ``weights``
+(what the workers load each step), ``distributed`` (the learner's processes under torchrun), ``grad_guard``
+(skips non-finite gradient steps), ``checkpoints`` (sealed checkpoints, resume), ``interrupt`` (stop on a
+signal), ``curve`` (the learning curve) and ``export`` (``final/``).
 """
