@@ -99,42 +99,51 @@ def test_a_trial_reserves_its_plan() -> None:
 
 
 # -- real sweeps (slow) -------------------------------------------------------------------------------
+#: Runs four probe trials on a Ray cluster of 4 logical GPUs, each reserving ``trial_resources`` of a sweep whose
+#: trials need 2 GPUs (the learner's and one rollout worker's); every probe records its span and GPUs.
+GPU_PROBE = """
+import json, sys, time
+from pathlib import Path
+import ray
+from ray import tune
+from training.config.sweep import SweepConfig
+from training.sweep.space import trial_resources
+
+out = Path(sys.argv[1])
+rates = [1e-4, 2e-4, 3e-4, 4e-4]
+sweep = SweepConfig(name="gpus", base=sys.argv[2], out=str(out), cpus_per_trial=0.5, max_concurrent_trials=4,
+                    overrides=["device=cuda", "placement.trainer_gpus=1", "rollout.backend=ray",
+                               "rollout.num_workers=1", "placement.gpus_per_worker=1"],
+                    search={"grpo.learning_rate": rates})
+
+def probe(config):
+    from ray.util import get_current_placement_group
+    gpus = sum(b.get("GPU", 0) for b in get_current_placement_group().bundle_specs)
+    start = time.time()
+    time.sleep(3)
+    with (out / "held.jsonl").open("a") as f:
+        f.write(json.dumps({"start": start, "end": time.time(), "gpus": gpus}) + "\\n")
+    tune.report({"score": 0.0})
+
+ray.init(num_cpus=4, num_gpus=4, include_dashboard=False, logging_level="WARNING")
+tune.Tuner(tune.with_resources(probe, trial_resources(sweep)),
+           param_space={"grpo.learning_rate": tune.grid_search(rates)},
+           tune_config=tune.TuneConfig(max_concurrent_trials=4),
+           run_config=tune.RunConfig(storage_path=str(out / "tune"), verbose=0)).fit()
+ray.shutdown()
+"""
+
+
 @pytest.mark.slow
 def test_concurrent_trials_never_hold_more_gpus_than_the_cluster(tmp_path: Path) -> None:
     """4 logical GPUs, trials of 2 (a learner GPU and one rollout worker's GPU), up to 4 allowed at once: Tune
-    runs 2 at a time, each in its own placement group, and the GPUs held at any moment never exceed 4."""
-    import ray
-    from ray import tune
-
-    from training.sweep.space import trial_resources
-
-    sweep = SweepConfig(name="gpus", base=str(REPO / "configs/train/default.yaml"), out=str(tmp_path),
-                        overrides=["device=cuda", "placement.trainer_gpus=1", "rollout.backend=ray",
-                                   "rollout.num_workers=1", "placement.gpus_per_worker=1"],
-                        search={"grpo.learning_rate": [1e-4, 2e-4, 3e-4, 4e-4]}, max_concurrent_trials=4,
-                        cpus_per_trial=0.5)
-    log = tmp_path / "held.jsonl"
-
-    def probe(config: dict) -> None:
-        from ray.util import get_current_placement_group
-
-        group = get_current_placement_group()
-        gpus = sum(b.get("GPU", 0) for b in group.bundle_specs)
-        start = time.time()
-        time.sleep(3)
-        with log.open("a") as f:
-            f.write(json.dumps({"start": start, "end": time.time(), "gpus": gpus}) + "\n")
-        tune.report({"score": 0.0})
-
-    ray.init(num_cpus=4, num_gpus=4, include_dashboard=False, logging_level="WARNING")
-    try:
-        tune.Tuner(tune.with_resources(probe, trial_resources(sweep)),
-                   param_space={"grpo.learning_rate": tune.grid_search([1e-4, 2e-4, 3e-4, 4e-4])},
-                   tune_config=tune.TuneConfig(max_concurrent_trials=4),
-                   run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), verbose=0)).fit()
-    finally:
-        ray.shutdown()
-    spans = [json.loads(line) for line in log.read_text().splitlines()]
+    runs 2 at a time, each in its own placement group, and the GPUs held at any moment never exceed 4.  (Its own
+    process: a Ray cluster with logical GPUs, apart from the test session's.)"""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-c", GPU_PROBE, str(tmp_path), str(REPO / "configs/train/default.yaml")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=SWEEP_WAIT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    spans = [json.loads(line) for line in (tmp_path / "held.jsonl").read_text().splitlines()]
     assert len(spans) == 4 and all(s["gpus"] == 2 for s in spans)
     moments = sorted(t for s in spans for t in (s["start"], s["end"]))
     held = [sum(s["gpus"] for s in spans if s["start"] <= t < s["end"]) for t in moments]
