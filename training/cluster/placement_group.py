@@ -55,12 +55,26 @@ class PlacedGroup:
             self.placement_group = None
 
 
+def worker_bundles(plan: PlacementPlan) -> list[dict[str, float]]:
+    """One bundle per rollout worker of ``plan`` (none when a worker reserves nothing)."""
+    worker = plan.worker_bundle()
+    return [dict(worker) for _ in plan.workers] if worker is not None else []
+
+
+def _worker_strategies(group: Any, plan: PlacementPlan, first_worker: int) -> list[Any]:
+    """Each rollout worker's scheduling strategy: its bundle of ``group`` from ``first_worker`` on (None for
+    every worker when they reserve nothing)."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    reserved = plan.worker_bundle() is not None
+    return [PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=first_worker + i)
+            if reserved else None for i in range(len(plan.workers))]
+
+
 def trial_bundles(plan: PlacementPlan, learner_cpus: float) -> list[dict[str, float]]:
     """The bundles a Ray Tune trial of ``plan`` reserves: the learner's first (the trial itself: ``learner_cpus``
     CPUs and the learner's GPUs), then one per rollout worker, as ``make_placement_group`` would."""
-    learner = {"CPU": float(learner_cpus), **(plan.trainer_bundle() or {})}
-    worker = plan.worker_bundle()
-    return [learner, *([dict(worker) for _ in plan.workers] if worker is not None else [])]
+    return [{"CPU": float(learner_cpus), **(plan.trainer_bundle() or {})}, *worker_bundles(plan)]
 
 
 def adopt_trial_group(plan: PlacementPlan) -> PlacedGroup | None:
@@ -68,21 +82,17 @@ def adopt_trial_group(plan: PlacementPlan) -> PlacedGroup | None:
     rollout workers in bundles 1.. (the trial holds bundle 0); None outside a placement group.  The group is
     Tune's: ``remove`` leaves it alone."""
     from ray.util import get_current_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     group = get_current_placement_group()
     if group is None:
         return None
-    worker = plan.worker_bundle()
-    wanted = 1 + (len(plan.workers) if worker is not None else 0)
+    wanted = 1 + len(worker_bundles(plan))
     if len(group.bundle_specs) != wanted:
         raise UserInputError(f"this process runs in a placement group of {len(group.bundle_specs)} bundles, but the "
                              f"run's plan needs {wanted} (the learner's and one per rollout worker); reserve it "
                              "with training.cluster.placement_group.trial_bundles")
-    strategies = [PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=1 + i)
-                  if worker is not None else None for i in range(len(plan.workers))]
     logger.info("rollout workers in this trial's placement group: %d bundles", wanted)
-    return PlacedGroup(None, strategies, (), plan.gpus_per_worker, plan.cpus_per_worker)
+    return PlacedGroup(None, _worker_strategies(group, plan, 1), (), plan.gpus_per_worker, plan.cpus_per_worker)
 
 
 def learner_gpu_ids(k: int) -> tuple[str, ...]:
@@ -123,7 +133,6 @@ def make_placement_group(plan: PlacementPlan) -> PlacedGroup:
     """
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     if not ray.is_initialized():
         raise RuntimeError("make_placement_group needs a connected Ray session (ray.init first)")
@@ -131,10 +140,8 @@ def make_placement_group(plan: PlacementPlan) -> PlacedGroup:
     trainer = plan.trainer_bundle()
     if trainer is not None:
         bundles.append({**trainer, f"node:{ray.util.get_node_ip_address()}": NODE_PIN})
-    worker = plan.worker_bundle()
     first_worker = len(bundles)
-    if worker is not None:
-        bundles += [dict(worker) for _ in plan.workers]
+    bundles += worker_bundles(plan)
     if not bundles:
         return PlacedGroup(None, [None] * len(plan.workers), (), plan.gpus_per_worker, plan.cpus_per_worker)
     group = placement_group(bundles, strategy=plan.strategy, name=f"{GROUP_NAME}-{os.getpid()}")
@@ -142,9 +149,8 @@ def make_placement_group(plan: PlacementPlan) -> PlacedGroup:
         message = _missing(bundles, plan.strategy, plan.max_wait_s)
         remove_placement_group(group)
         raise UserInputError(message)
-    strategies = [PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=first_worker + i)
-                  if worker is not None else None for i in range(len(plan.workers))]
-    placed = PlacedGroup(group, strategies, (), plan.gpus_per_worker, plan.cpus_per_worker)
+    placed = PlacedGroup(group, _worker_strategies(group, plan, first_worker), (), plan.gpus_per_worker,
+                         plan.cpus_per_worker)
     if trainer is not None:
         placed.trainer_gpu_ids = _probe_trainer_ids(group, plan.trainer_gpus)
         expected = learner_gpu_ids(plan.trainer_gpus)

@@ -2,8 +2,7 @@
 
 ``preflight(cfg, cluster)`` plans ``cfg`` (``training.cluster.plan.plan_placement``) with the model's
 shape read from its config.json when one can be found without loading anything, and logs the rendered
-plan.  The cluster is given by hand, read from a Ray cluster, or this machine's.
-resources.  ``replicalab preflight --config FILE [KEY=VALUE ...]`` (``add_arguments`` and ``run``) prints the
+plan.  The cluster is given by hand, read from a Ray cluster, or this machine's.  ``replicalab preflight --config FILE [KEY=VALUE ...]`` (``add_arguments`` and ``run``) prints the
 plan, or the one line saying why the layout cannot work (exit status 2).
 """
 
@@ -21,9 +20,9 @@ from training.cluster.plan import PlacementPlan, plan_placement
 from training.cluster.ray_session import connect
 from training.cluster.render import render_plan
 from training.cluster.resources import ClusterResources
-from training.config.model import DEFAULT_MODEL_DIRNAME, DEFAULT_MODEL_ENV
 from training.config.placement import AUTO
 from training.config.train import TrainConfig
+from training.model.default import default_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +31,7 @@ def model_dir_of(model: str) -> Optional[Path]:
     """Where ``model``'s config.json is, without loading anything: a local directory, the embedded
     default's directory, or a Hugging Face id already in the local hub cache."""
     if model == DEFAULT_MODEL:
-        env = os.environ.get(DEFAULT_MODEL_ENV)
-        return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "artifacts" / DEFAULT_MODEL_DIRNAME
+        return default_model_dir()
     local = Path(model).expanduser()
     if local.exists():
         return local

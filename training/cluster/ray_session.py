@@ -3,8 +3,9 @@ after a killed driver.
 
 ``connect(address, record)`` uses an initialised Ray session, else joins ``address``, else starts a local one
 (``RAY_ENV``: quiet, offline, no token auth); a local session it started is written to ``record`` and ended by
-``RaySession.close``.  ``RayBackend`` connects with the run directory's record; it writes the session name, the raylet's pid and its own pid into the run directory; when the next
-run starts and that driver is dead, ``clean_stale_session`` SIGKILLs the session's leftover processes (found
+``RaySession.close``.  ``RayBackend`` connects with the run directory's record: the session name, the
+raylet's pid and the driver's pid.  When the next run starts and that driver is dead, ``clean_stale_session``
+SIGKILLs the session's leftover processes (found
 under ``/proc`` by the session name: Linux only).  ``docs/faults.md`` says what a user does otherwise.
 """
 

@@ -19,8 +19,8 @@ from replicalab.scenarios import cells
 from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
 from training.config.loading import STRICT_NUMBERS_AS_STR, load_config
 from training.config.model import SamplingConfig, VLLMConfig
-from training.errors import UserInputError
 from training.config.placement import PlacementConfig
+from training.errors import UserInputError
 
 #: Where a run keeps its checkpoints (``checkpoint-N``), under the run directory.
 CHECKPOINTS_DIRNAME = "checkpoints"

@@ -23,9 +23,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 from replicalab.seats import DEFAULT_MODEL, MODEL_PREFIX
 from training.config.model import (

@@ -44,15 +44,13 @@ class InProcessBackend:
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs``; one record per job, in job order."""
-        from training.rollout.play import play_jobs
+        from training.rollout.play import play_shard
 
         check_unique_job_ids(jobs)
         if not jobs:
             return []
-        records = play_jobs(self.policy, jobs, **self.spec.seats,
-                            sampling=self.spec.shard_sampling(shard_seed(sampling_seed, 0)),
-                            max_rounds=self.spec.max_rounds, frozen=self.frozen,
-                            weights_version=self.version, worker=INPROCESS_WORKER)
+        records = play_shard(self.policy, jobs, self.spec, seed=shard_seed(sampling_seed, 0), frozen=self.frozen,
+                             weights_version=self.version, worker=INPROCESS_WORKER)
         return check_complete(jobs, {rec.job.job_id: rec for rec in records})
 
     def close(self) -> None:

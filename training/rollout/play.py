@@ -25,6 +25,7 @@ from replicalab.seats import (
     scripted_scientist,
 )
 from training.config.model import SamplingConfig
+from training.rollout.contract import RolloutSpec
 from training.rollout.policy import Generation, PolicyModel
 from training.rollout.records import EpisodeJob, RoleTrajectory, RolloutRecord
 
@@ -65,6 +66,14 @@ def load_frozen(seat_specs: Iterable[str], device: str = "auto",
                           device=device, chat_template=chat_template)
         for spec in dict.fromkeys(seat_specs) if spec.startswith(MODEL_PREFIX)
     }
+
+
+def play_shard(policy: PolicyModel, jobs: Sequence[EpisodeJob], spec: RolloutSpec, *, seed: Optional[int],
+               frozen: Mapping[str, PolicyModel], weights_version: int, worker: str) -> list[RolloutRecord]:
+    """One shard of a collect of ``spec``: its seats and limits, its sampling reseeded with the shard's ``seed``
+    (what every backend plays, in its own process or a Ray worker)."""
+    return play_jobs(policy, jobs, **spec.seats, sampling=spec.shard_sampling(seed), max_rounds=spec.max_rounds,
+                     frozen=frozen, weights_version=weights_version, worker=worker)
 
 
 def _scripted(spec: str, role: str, job: EpisodeJob):

@@ -1,7 +1,7 @@
 """``RolloutWorker``: one Ray actor that owns a policy copy, its frozen opponents and its environments.
 
 The driver (``training.rollout.ray_backend.RayBackend``) broadcasts weights with a version number and
-sends each worker a contiguous shard of ``EpisodeJob``s; the worker plays them with ``play_jobs`` and
+sends each worker a contiguous shard of ``EpisodeJob``s; the worker plays them with ``play_shard`` and
 returns picklable ``RolloutRecord``s tagged with the weights version that produced them.
 
 Heavy imports (torch, transformers) happen inside the actor, never at module import, so the driver
@@ -75,11 +75,10 @@ class RolloutWorkerImpl:
     def collect(self, jobs: Sequence[EpisodeJob], seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs`` with the spec's sampling reseeded by ``seed`` (this shard's seed; None: as configured)
         and return one record per job, in order."""
-        from training.rollout.play import play_jobs
+        from training.rollout.play import play_shard
 
-        records = play_jobs(self.policy, jobs, **self.spec.seats, sampling=self.spec.shard_sampling(seed),
-                            max_rounds=self.spec.max_rounds, frozen=self.frozen,
-                            weights_version=self.policy.weights_version, worker=self.name)
+        records = play_shard(self.policy, jobs, self.spec, seed=seed, frozen=self.frozen,
+                             weights_version=self.policy.weights_version, worker=self.name)
         if self._crash_next:
             os._exit(INJECTED_CRASH_EXIT_CODE)  # the episodes were played, then lost with the process
         return records

@@ -25,17 +25,12 @@ from training.config.sweep import SweepConfig
 from training.errors import UserInputError
 from training.sweep.report import write_report
 from training.sweep.space import SCORE, scheduler, search_algorithm, search_space, trial_resources
-from training.sweep.trial import metric_value, run_trial, sweep_dir, trial_config
-
-__all__ = ["metric_value", "run_sweep", "print_sweep", "run_trial"]
+from training.sweep.trial import run_trial, sweep_dir, trial_config
 
 #: Tune's experiment state, under the sweep's directory.
 TUNE_DIRNAME = "tune"
 #: A trial's status in the table.
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
-#: The report field that marks a trial's last report after it trained to the end (Tune's own ``done`` is also
-#: set on a trial its scheduler stopped).
-TRAINED_TO_END = "trained_to_end"
 #: Exit status of an interrupted sweep (128 + SIGINT, as for an interrupted training run).
 INTERRUPTED_EXIT_CODE = 130
 
@@ -58,8 +53,8 @@ def _trainable(sweep: SweepConfig):
         index = _trial_number(tune.get_context().get_trial_id())
         params = {k: config[k] for k in sweep.search}
         result = run_trial(params, sweep, index, report=tune.report)
-        tune.report({SCORE: result["score"], "step": trial_config(sweep, params, index).grpo.max_steps,
-                     TRAINED_TO_END: True})
+        # the last report is at max_steps: a metric logged during the last step reports it at max_steps - 1
+        tune.report({SCORE: result["score"], "step": trial_config(sweep, params, index).grpo.max_steps})
 
     return tune.with_resources(trainable, trial_resources(sweep))
 
@@ -124,9 +119,8 @@ def _row(sweep: SweepConfig, result: Any) -> dict[str, Any]:
     params = {k: result.config[k] for k in sweep.search}
     cfg = trial_config(sweep, params, trial)
     failed = result.error is not None
-    # a scheduler may stop a trial at its last step, before its own final report
-    trained = metrics.get(TRAINED_TO_END) or (metrics.get("step") or 0) >= cfg.grpo.max_steps
-    status = FAILED if failed else FINISHED if trained else STOPPED
+    # a trial reached max_steps (its last report, or the scheduler stopped it at its last check) or stopped before
+    status = FAILED if failed else FINISHED if (metrics.get("step") or 0) >= cfg.grpo.max_steps else STOPPED
     score = None if failed or SCORE not in metrics else float(metrics[SCORE])
     run_dir = Path(cfg.run_dir).relative_to(sweep_dir(sweep))
     row = {"trial": trial, **params, "status": status, "score": score, "steps": metrics.get("step"),
