@@ -8,9 +8,14 @@ Rules:
   both sides to accept the same version: the Scientist accepts after the Lab Manager accepted it, or
   the Lab Manager accepts a version the Scientist accepted (a Scientist ``accept`` right after a
   ``suggest_alternative`` adopts the suggestion and accepts it).
+- The environment answers a ``request_info`` turn itself, from the lab's truth (a ``system`` entry
+  right after the question), so the Lab Manager seat cannot lie about the lab; for the same reason a
+  Lab Manager turn whose five flags are not the truth about the protocol on the table is invalid.
 - Invalid turns (an ``InvalidAction``, accepting when there is nothing to accept, revising or
-  suggesting without a protocol) are recorded, penalised and use up the turn; two consecutive
-  invalid turns by one role terminate the episode.
+  suggesting without a protocol, untrue flags) are recorded, penalised (to the role that made them)
+  and use up the turn; two consecutive invalid turns by one role terminate the episode.
+- Each role has its own reward (``EpisodeLog.role_rewards``): the Scientist's is the judge's total,
+  the Lab Manager's weighs the agreed plan's core score against the budget the lab keeps.
 - An action of the wrong role, or any step after the end, is a caller bug: it raises and leaves the
   state untouched.
 """
@@ -19,8 +24,8 @@ from __future__ import annotations
 
 from replicalab.judge import REWARD_SPEC_VERSION, EpisodeFacts, judge, unknown_ids
 from replicalab.judge.constants import RATIONALE_WORD_LIMIT
-from replicalab.lab.answers import answer_question
-from replicalab.lab.feasibility import protocol_cost
+from replicalab.lab.answers import ANSWERS_PREFIX, answer_questions
+from replicalab.lab.feasibility import FeasibilityReport, check_feasibility, plan_cost
 from replicalab.models import (
     ConversationEntry,
     EpisodeLog,
@@ -43,7 +48,7 @@ from replicalab.models import (
     ScientistActionType as SA,
 )
 from replicalab.render import apply_suggestion, render_lab_manager, render_scientist
-from replicalab.scenario_records import Scenario
+from replicalab.scenario_records import Scenario, canonical_id
 from replicalab.scenarios import generate_scenario
 
 DEFAULT_MAX_ROUNDS = 6
@@ -65,6 +70,7 @@ class ReplicaLabEnv:
         self.history: list[ConversationEntry] = []
         self.turns: list[TurnRecord] = []
         self.protocol: Protocol | None = None
+        self.report: FeasibilityReport | None = None
         self.version = 0
         self.accepted = {"scientist": -1, "lab_manager": -1}
         self.suggestion: LabManagerAction | None = None
@@ -120,9 +126,12 @@ class ReplicaLabEnv:
         kind = a.action_type
         pending, self.suggestion = self.suggestion, None
         self.verbose_rationales += len(a.rationale.split()) > RATIONALE_WORD_LIMIT
+        answers = None
         if kind is SA.REQUEST_INFO:
             self.questions_asked += len(a.questions)
-            self.answerable += sum(answer_question(q, self.scenario) is not None for q in a.questions)
+            technique = canonical_id(self.protocol.technique) if self.protocol is not None else ""
+            answers, answered = answer_questions(a.questions, self.scenario, technique)
+            self.answerable += answered
         elif kind is SA.ACCEPT:
             if pending is not None and self.protocol is not None:
                 self._new_version(apply_suggestion(self.protocol, pending))
@@ -140,12 +149,19 @@ class ReplicaLabEnv:
                 required_reagents=a.required_reagents, rationale=a.rationale,
             ))
         self._say("scientist", render_scientist(a), kind.value)
+        if answers is not None:
+            self._say("system", ANSWERS_PREFIX + answers, None)
         return None
 
     def _lab_manager(self, a: LabManagerAction) -> str | None:
         kind = a.action_type
         if kind in (LA.ACCEPT, LA.SUGGEST_ALTERNATIVE) and self.protocol is None:
             return f"{kind.value} with no protocol on the table"
+        if self.protocol is not None:
+            untrue = [name for name, ok in self._report().flags().items() if getattr(a, name) != ok]
+            if untrue:
+                return "flags that are not the lab's truth about the plan: " + ", ".join(
+                    f"{name} is {str(not getattr(a, name)).lower()}" for name in untrue)
         if kind is LA.ACCEPT:
             self.accepted["lab_manager"] = self.version
             if self.accepted["scientist"] == self.version:
@@ -158,8 +174,14 @@ class ReplicaLabEnv:
     def _new_version(self, protocol: Protocol) -> None:
         self.protocol = protocol
         self.version += 1
-        self.protocol_cost = protocol_cost(protocol, self.scenario)
+        self.report = None
         self.hallucinated.update(unknown_ids(protocol, self.scenario))
+
+    def _report(self) -> FeasibilityReport:
+        """The lab's verdict on the protocol on the table (computed once per version)."""
+        if self.report is None:
+            self.report = check_feasibility(self.protocol, self.scenario)
+        return self.report
 
     def _say(self, role: str, message: str, action_type: str | None) -> None:
         self.history.append(ConversationEntry.model_construct(
@@ -195,20 +217,31 @@ class ReplicaLabEnv:
             staff_count=lab.staff_count, time_limit_days=lab.time_limit_days,
             safety_restrictions=list(lab.safety_restrictions), conversation_history=list(self.history),
             current_protocol=self.protocol, round_number=self.round_number, max_rounds=self.max_rounds,
+            **self._prices(),
         )
         return Observation.model_construct(scientist=None, lab_manager=view)
+
+    def _prices(self) -> dict:
+        """The lab's prices for the protocol on the table: each control's flat cost, one sample's cost."""
+        p, s = self.protocol, self.scenario
+        if p is None:
+            return {"control_costs": {}, "cost_per_sample": 0.0}
+        controls = {c: s.control_costs[c] for c in map(canonical_id, p.controls) if c in s.control_costs}
+        per_sample = plan_cost({}, s.reagent_costs, {}, [], [canonical_id(r) for r in p.required_reagents], [], 1, 0)
+        return {"control_costs": controls, "cost_per_sample": per_sample}
 
     def _budget_remaining(self) -> float:
         budget = self.scenario.lab.budget_total
         if self.protocol is None:
             return budget
-        return max(0.0, round(budget - self.protocol_cost, 2))
+        return max(0.0, round(budget - self._report().cost, 2))
 
     def _judge(self):
         if self.judgement is None:
             facts = EpisodeFacts(
                 agreement=self.agreement, rounds_used=self.rounds_used, max_rounds=self.max_rounds,
-                invalid_turns=sum(self.invalid.values()), questions_asked=self.questions_asked,
+                invalid_turns=self.invalid["scientist"], lab_manager_invalid_turns=self.invalid["lab_manager"],
+                questions_asked=self.questions_asked,
                 answerable_questions=self.answerable, hallucinated=tuple(sorted(self.hallucinated)),
                 verbose_rationales=self.verbose_rationales,
             )
@@ -228,7 +261,7 @@ class ReplicaLabEnv:
         j = self._judge()
         info = StepInfo(
             agreement_reached=self.agreement, error=error, reward_breakdown=j.breakdown,
-            judge_notes=j.notes, verdict=j.verdict, total_reward=j.total, **extra,
+            judge_notes=j.notes, verdict=j.verdict, total_reward=j.total, role_rewards=j.role_rewards(), **extra,
         )
         return StepResult.model_construct(observation=None, reward=j.total, done=True, info=info)
 
@@ -262,4 +295,5 @@ class ReplicaLabEnv:
             agreement_reached=self.agreement, judge_notes=j.notes, verdict=j.verdict,
             reward_spec_version=REWARD_SPEC_VERSION, turns=list(self.turns), max_rounds=self.max_rounds,
             terminated=self.terminated, truncated=self.truncated, invalid_turns=dict(self.invalid),
+            role_rewards=j.role_rewards(),
         )

@@ -1,6 +1,7 @@
 """The one loop that joins the env and agents.
 
-``episode_loop`` is a generator: it calls callable seats itself and, for a seat set to ``EXTERNAL``,
+``episode_loop`` is a generator: it calls callable seats itself (a Lab Manager seat given as a scripted
+policy name, or None for the default one, is built for the episode's scenario) and, for a seat set to ``EXTERNAL``,
 yields a ``TurnRequest`` and waits for the action to be sent back.  ``run_episode`` drives it with
 callables only; batched drivers (training) drive many loops at once and answer all pending requests
 of a model with one batched generation.
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Generator, Union
 
 from replicalab.env import ReplicaLabEnv
-from replicalab.lab import ScriptedLabManager
+from replicalab.lab import DEFAULT_LAB_POLICY, LAB_POLICIES, ScriptedLabManager
 from replicalab.models import (
     EpisodeLog,
     InvalidAction,
@@ -37,8 +38,8 @@ def episode_loop(
     env: ReplicaLabEnv, scientist, lab_manager=None, *, seed: int, template: str, difficulty: str
 ) -> Generator[TurnRequest, Action, EpisodeLog]:
     obs = env.reset(seed, template, difficulty)
-    if lab_manager is None:
-        lab_manager = ScriptedLabManager(env.scenario)
+    if lab_manager is None or lab_manager in LAB_POLICIES:
+        lab_manager = ScriptedLabManager(env.scenario, lab_manager or DEFAULT_LAB_POLICY)
     seats = {"scientist": scientist, "lab_manager": lab_manager}
     while True:
         role = env.current_role
@@ -58,7 +59,8 @@ def run_episode(
     env: ReplicaLabEnv, scientist: Agent, lab_manager: Agent | None = None, *,
     seed: int, template: str, difficulty: str,
 ) -> EpisodeLog:
-    """Play one episode; ``lab_manager=None`` seats the scripted Lab Manager."""
+    """Play one episode.  ``lab_manager`` is an agent, the name of a scripted Lab Manager policy
+    (``LAB_POLICIES``), or None for the default one (``DEFAULT_LAB_POLICY``)."""
     if scientist == EXTERNAL or lab_manager == EXTERNAL:
         raise ValueError("run_episode needs callable seats; drive episode_loop for external seats")
     loop = episode_loop(env, scientist, lab_manager, seed=seed, template=template, difficulty=difficulty)

@@ -19,6 +19,12 @@ COMPONENTS = ("rigor", "feasibility", "fidelity", "efficiency_bonus", "communica
 _EMPTY = RewardBreakdown()
 
 
+def role_reward(log: EpisodeLog, role: str) -> float:
+    """``role``'s own reward in ``log`` (``role_rewards``; a log without them, written before the Lab
+    Manager had a reward of its own, gives the Scientist's ``total_reward`` to both)."""
+    return log.role_rewards.get(role, log.total_reward)
+
+
 def _mean(values: Iterable[float]) -> float:
     values = list(values)
     return float(sum(values) / len(values)) if values else 0.0
@@ -27,7 +33,8 @@ def _mean(values: Iterable[float]) -> float:
 def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
     """Aggregate metrics of a batch of episodes; ``{}`` for an empty batch.
 
-    - ``reward/mean``, ``reward/std`` (population) of ``total_reward``; ``reward/<component>`` means of
+    - ``reward/mean``, ``reward/std`` (population) of ``total_reward`` (the Scientist's reward);
+      ``reward/lab_manager`` the mean of the Lab Manager's own reward; ``reward/<component>`` means of
       the judge breakdown (a log without one counts as zeros), ``reward/core`` = mean of
       ``CORE_SCALE * rigor * feasibility * fidelity`` and ``penalty/<name>`` (0 where absent).
     - ``episode/agreement_rate``, ``episode/timeout_rate`` (``truncated``), ``episode/rounds`` (mean
@@ -48,6 +55,7 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
         "reward/mean": _mean(rewards),
         "reward/std": float(statistics.pstdev(rewards)),
         "reward/core": _mean(CORE_SCALE * b.rigor * b.feasibility * b.fidelity for b in breakdowns),
+        "reward/lab_manager": _mean(role_reward(log, "lab_manager") for log in logs),
     }
     for name in COMPONENTS:
         out[f"reward/{name}"] = _mean(getattr(b, name) for b in breakdowns)

@@ -246,6 +246,13 @@ class ScientistObservation(BaseModel):
 
 
 class LabManagerObservation(BaseModel):
+    """The Lab Manager's view.
+
+    Fields beyond the seed contract: ``control_costs`` (the flat cost of each control of the current
+    protocol) and ``cost_per_sample`` (what one more sample of the current protocol costs), the prices
+    the lab weighs when it pursues its own interest, the budget it keeps.
+    """
+
     model_config = _FROZEN
 
     budget_total: float = Field(ge=0)
@@ -261,6 +268,8 @@ class LabManagerObservation(BaseModel):
     current_protocol: Optional[Protocol] = None
     round_number: int = Field(default=0, ge=0)
     max_rounds: int = Field(default=0, ge=0)
+    control_costs: dict[str, float] = Field(default_factory=dict)
+    cost_per_sample: float = Field(default=0.0, ge=0)
 
 
 class Observation(BaseModel):
@@ -287,7 +296,7 @@ class RewardBreakdown(BaseModel):
 
 class StepInfo(BaseModel):
     """Metadata returned with each step.  Extra keys are allowed; the env adds ``terminated``,
-    ``truncated``, ``invalid_turn`` and ``total_reward``."""
+    ``truncated``, ``invalid_turn``, ``total_reward`` and, at the end, ``role_rewards``."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
@@ -373,8 +382,10 @@ class EpisodeLog(BaseModel):
 
     Fields beyond the seed contract: ``reward_spec_version`` (the judge formula this log was scored
     with), ``turns`` (every submitted turn, what ``replay_episode`` replays), ``max_rounds``,
-    ``terminated`` / ``truncated`` (agreement or a hard stop vs running out of rounds) and
-    ``invalid_turns``.
+    ``terminated`` / ``truncated`` (agreement or a hard stop vs running out of rounds),
+    ``invalid_turns`` and ``role_rewards`` (each role's own reward: the Scientist's is ``total_reward``,
+    the Lab Manager's weighs the agreed plan's core score against the budget it keeps; see
+    ``replicalab.judge.constants``).
     """
 
     model_config = _FROZEN
@@ -397,3 +408,4 @@ class EpisodeLog(BaseModel):
     terminated: bool = False
     truncated: bool = False
     invalid_turns: dict[str, int] = Field(default_factory=dict)
+    role_rewards: dict[str, float] = Field(default_factory=dict)

@@ -22,6 +22,7 @@ from annotated_types import Ge
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from replicalab.judge import constants as J
 from replicalab.models import (
     ConversationEntry,
     LabManagerAction,
@@ -32,7 +33,6 @@ from replicalab.models import (
     ScientistActionType,
     ScientistObservation,
 )
-from replicalab.agents.brief import cross_check_revision
 from replicalab.parsing import field_order, format_action
 from replicalab.render import render_protocol, suggestion_in
 
@@ -51,7 +51,11 @@ _GOALS = {
     ),
     "lab_manager": (
         "Keep the plan within the lab's budget, equipment, reagents, schedule, staff and safety "
-        "rules. Suggest concrete alternatives and answer questions truthfully."
+        "rules, and suggest concrete alternatives. Your flags must be the truth about the plan; the lab's "
+        f"records answer the scientist's questions. On agreement you earn {J.LAB_CORE_WEIGHT:g} x the judge's "
+        f"0-10 score of the plan plus {J.LAB_BUDGET_WEIGHT:g} x the share of the budget left unspent, minus "
+        f"{J.LAB_ROUND_COST:g} for each round beyond round {J.FASTEST_AGREEMENT_ROUNDS}; no agreement costs "
+        f"{J.NO_AGREEMENT_PENALTY:g}."
     ),
 }
 _EXTRA_RULES = {
@@ -171,6 +175,9 @@ def _facts(observation: PromptObservation) -> list[str]:
         f"Staff: {obs.staff_count}",
         f"Time limit: {obs.time_limit_days} days",
         f"Safety restrictions: {_items(obs.safety_restrictions)}",
+        "Prices of the current plan: " + (
+            ", ".join(f"{c} {cost:.2f}" for c, cost in obs.control_costs.items()) + "; " if obs.control_costs else ""
+        ) + f"one sample {obs.cost_per_sample:.2f}",
     ]
 
 
@@ -229,9 +236,6 @@ _LAB_TURN_TEXT = {
     "reject": "The lab rejected the plan and offered no alternative.",
     "report_feasibility": "The lab reported on the plan and suggested no change.",
 }
-#: Opens the reply spelled out after the lab moves the technique to one that is not the brief's
-#: cross-check method: the revision to the cross-check protocol as written (accepting needs no spelling).
-RUN_CROSS_CHECK = "To run the paper's cross-check method instead, reply"
 #: How each suggested field other than the technique is named in the plain statement of a suggestion.
 _CHANGE_NOUNS = {"sample_size": "sample size", "controls": "controls", "duration_days": "duration",
                  "equipment": "equipment", "reagents": "reagents"}
@@ -243,11 +247,9 @@ def _and(words: list[str]) -> str:
 
 def _change_lines(observation: ScientistObservation) -> list[str]:
     """What the Lab Manager's latest turn changed, stated plainly (empty unless the latest dialogue
-    entry is the Lab Manager's).  A moved technique is its own sentence, first: the one change after
-    which a Scientist that read the paper may prefer the method the paper cross-checked with.  The
-    other suggested fields are named (their values are in the Lab Manager's message).  After a move to a
-    technique that is not the brief's cross-check method, the last line spells out the revision to the
-    cross-check protocol as written (``RUN_CROSS_CHECK``)."""
+    entry is the Lab Manager's).  A moved technique is its own sentence, first; the other suggested
+    fields are named (their values are in the Lab Manager's message).  Facts only: what to reply is the
+    Scientist's to work out."""
     history = observation.conversation_history
     if not history or history[-1].role != "lab_manager":
         return []
@@ -264,9 +266,6 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
     others = [noun for name, noun in _CHANGE_NOUNS.items() if name in suggested]
     if others:
         lines.append(f"The lab {'also ' if lines else ''}changed the {_and(others)}.")
-    revision = cross_check_revision(observation) if "technique" in suggested else None
-    if revision is not None and revision.technique != suggested["technique"]:
-        lines.append(f"{RUN_CROSS_CHECK} {format_action(revision)}")
     return lines
 
 

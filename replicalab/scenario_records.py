@@ -18,6 +18,8 @@ from replicalab.models import Protocol
 #: authors cross-checked with, then the published protocol (last).
 CROSS_CHECK_MARKER = "Cross-checked with:"
 PUBLISHED_MARKER = "Published protocol:"
+#: The key finding's last sentence: the smallest sample size a power analysis allows (in prose, not JSON).
+POWER_STATEMENT = "A power analysis for this effect calls for at least {n} {unit}."
 
 
 @lru_cache(maxsize=1 << 14)

@@ -5,8 +5,11 @@ contracts in ``replicalab/models.py``; ``ROLES`` lists them).  A *seat spec* say
 same in configs, on the command line and in workers:
 
 - ``policy`` -- the weights being trained (training only);
-- ``scripted`` -- the role's scripted agent (``ScriptedLabManager``; for the Scientist, ``scripted:adaptive``);
-- ``scripted:NAME`` -- a named scripted Scientist: ``naive``, ``adaptive``, ``reader``, ``oracle``, ``random``;
+- ``scripted`` -- the role's default scripted agent (Scientist: ``scripted:adaptive``; Lab Manager:
+  ``scripted:thrifty``);
+- ``scripted:NAME`` -- a named scripted agent.  Scientists: ``naive``, ``adaptive``, the skill combinations
+  (``reader``, ``defender``, ``asker`` and their ``+`` joins such as ``reader+defender+asker``), ``oracle``,
+  ``random``.  Lab Managers: ``cooperative``, ``thrifty``;
 - ``model:DIR`` -- a checkpoint directory or a Hugging Face id; ``model:default`` is the embedded default.
 
 ``parse_seat`` is the only parser of these strings; it raises ``ValueError`` naming the valid values.
@@ -17,6 +20,7 @@ from __future__ import annotations
 from typing import Callable, Literal, NamedTuple, get_args
 
 from replicalab.agents import SCIENTIST_FACTORIES
+from replicalab.lab import DEFAULT_LAB_POLICY, LAB_POLICIES
 from replicalab.models import AgentRole, ScientistAction, ScientistObservation
 
 #: The two roles, Scientist first (the order turns are taken in); ``AgentRole`` is their type.
@@ -33,13 +37,18 @@ DEFAULT_MODEL = "default"
 SCRIPTED_SCIENTISTS: tuple[str, ...] = tuple(SCIENTIST_FACTORIES)
 #: The Scientist that plain ``scripted`` means.
 DEFAULT_SCRIPTED_SCIENTIST = "adaptive"
+#: The name of every scripted Lab Manager (``replicalab.lab.LAB_POLICIES``).
+SCRIPTED_LAB_MANAGERS: tuple[str, ...] = LAB_POLICIES
+#: The scripted agent names of each role, and the one plain ``scripted`` means.
+SCRIPTED_NAMES: dict[str, tuple[str, ...]] = {"scientist": SCRIPTED_SCIENTISTS, "lab_manager": SCRIPTED_LAB_MANAGERS}
+DEFAULT_SCRIPTED: dict[str, str] = {"scientist": DEFAULT_SCRIPTED_SCIENTIST, "lab_manager": DEFAULT_LAB_POLICY}
 #: Scripted Scientists that read the hidden reference: baselines only, never a training seat.
 PRIVILEGED_SCIENTISTS: tuple[str, ...] = ("oracle",)
 
 
 class Seat(NamedTuple):
-    """A parsed seat spec: ``kind`` and its argument (the scripted Scientist's name, ``""`` for the scripted
-    Lab Manager and for ``policy``, the model directory or id for ``model``)."""
+    """A parsed seat spec: ``kind`` and its argument (the scripted agent's name, ``""`` for ``policy``, the
+    model directory or id for ``model``)."""
 
     kind: SeatKind
     arg: str = ""
@@ -47,7 +56,7 @@ class Seat(NamedTuple):
     @property
     def spec(self) -> str:
         """The canonical spelling of this seat."""
-        if self.kind == POLICY or (self.kind == SCRIPTED and not self.arg):
+        if self.kind == POLICY:
             return self.kind
         return f"{self.kind}:{self.arg}"
 
@@ -55,8 +64,8 @@ class Seat(NamedTuple):
 def seat_choices(role: str, *, training: bool = False) -> list[str]:
     """The valid seat specs of ``role`` (``model:DIR`` standing for any model); ``training`` adds
     ``policy`` and drops the privileged Scientists."""
-    names = [n for n in SCRIPTED_SCIENTISTS if not (training and n in PRIVILEGED_SCIENTISTS)]
-    scripted = [SCRIPTED_PREFIX + n for n in names] if role == "scientist" else [SCRIPTED]
+    names = [n for n in SCRIPTED_NAMES[role] if not (training and n in PRIVILEGED_SCIENTISTS)]
+    scripted = [SCRIPTED] + [SCRIPTED_PREFIX + n for n in names]
     return ([POLICY] if training else []) + scripted + [MODEL_PREFIX + "DIR", MODEL_PREFIX + DEFAULT_MODEL]
 
 
@@ -72,16 +81,16 @@ def parse_seat(role: str, spec: str, *, training: bool = False) -> Seat:
     if spec == POLICY and training:
         return Seat(POLICY)
     if spec == SCRIPTED:
-        return Seat(SCRIPTED, DEFAULT_SCRIPTED_SCIENTIST if role == "scientist" else "")
+        return Seat(SCRIPTED, DEFAULT_SCRIPTED[role])
     if spec.startswith(SCRIPTED_PREFIX):
         name = spec[len(SCRIPTED_PREFIX):]
-        if role == "scientist" and name in SCRIPTED_SCIENTISTS and not (training and name in PRIVILEGED_SCIENTISTS):
+        if name in SCRIPTED_NAMES[role] and not (training and name in PRIVILEGED_SCIENTISTS):
             return Seat(SCRIPTED, name)
         raise ValueError(f"{role} seat {spec!r} is not a scripted agent here; {valid}")
     if spec.startswith(MODEL_PREFIX) and spec[len(MODEL_PREFIX):].strip():
         return Seat(MODEL, spec[len(MODEL_PREFIX):].strip())
     hint = ""
-    if spec in SCRIPTED_SCIENTISTS:
+    if spec in SCRIPTED_NAMES[role]:
         hint = f" (did you mean {SCRIPTED_PREFIX}{spec}?)"
     elif "/" in spec or spec.startswith("."):
         hint = f" (a model is written {MODEL_PREFIX}{spec})"

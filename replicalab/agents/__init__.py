@@ -6,8 +6,8 @@ from replicalab.agents.scripted import (
     NaiveScientist,
     OracleScientist,
     RandomScientist,
-    ReaderScientist,
 )
+from replicalab.agents.skilled import SKILL_SCIENTISTS, SKILLS, SkilledScientist, skills_name
 
-__all__ = ["SCIENTIST_FACTORIES", "AdaptiveScientist", "NaiveScientist", "OracleScientist", "RandomScientist",
-           "ReaderScientist"]
+__all__ = ["SCIENTIST_FACTORIES", "SKILLS", "SKILL_SCIENTISTS", "AdaptiveScientist", "NaiveScientist",
+           "OracleScientist", "RandomScientist", "SkilledScientist", "skills_name"]

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 
+from replicalab.lab.answers import ALTERNATIVES_MARKER, ANSWERS_PREFIX
+from replicalab.lab.feasibility import UNUSABLE_REASONS
 from replicalab.models import ScientistAction, ScientistActionType, ScientistObservation
 from replicalab.render import suggestion_in
-from replicalab.scenario_records import CROSS_CHECK_MARKER, PUBLISHED_MARKER
+from replicalab.scenario_records import CROSS_CHECK_MARKER, POWER_STATEMENT, PUBLISHED_MARKER
+
+_POWER = re.compile(re.escape(POWER_STATEMENT.split("{n}")[0]) + r"(\d+)")
+_STAND_IN = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER) + r"([a-z0-9_]+)")
 
 #: The rationale of a revision to the brief's cross-check protocol.
 CROSS_CHECK_RATIONALE = "Use the paper's cross-check method."
@@ -51,14 +57,6 @@ def cross_check_method(obs: ScientistObservation) -> dict:
     return _stated(obs.paper_method, CROSS_CHECK_MARKER, PROTOCOL_FIELDS, end_marker=PUBLISHED_MARKER)
 
 
-def cross_check_revision(obs: ScientistObservation) -> ScientistAction | None:
-    """The revision to the brief's cross-check protocol as written (``cross_check_method`` with
-    ``CROSS_CHECK_RATIONALE``); None when the brief states none."""
-    method = cross_check_method(obs)
-    return ScientistAction(action_type=ScientistActionType.REVISE_PROTOCOL, rationale=CROSS_CHECK_RATIONALE,
-                           **method) if method else None
-
-
 def last_suggestion(obs: ScientistObservation) -> dict[str, str]:
     """The fields the Lab Manager's latest turn suggested (``render.suggestion_in``), if it is the latest entry."""
     history = obs.conversation_history
@@ -75,3 +73,52 @@ def last_lab_manager_action(obs: ScientistObservation) -> str | None:
         if entry.role == "scientist":
             return None
     return None
+
+
+def minimum_sample_size(obs: ScientistObservation) -> int:
+    """The smallest sample size the brief's power analysis allows (its key finding, in prose); 0 if unstated."""
+    found = _POWER.search(obs.paper_key_finding)
+    return int(found.group(1)) if found else 0
+
+
+def lab_message(obs: ScientistObservation) -> str:
+    """The Lab Manager's latest message, if it is the latest entry; else empty."""
+    history = obs.conversation_history
+    return history[-1].message if history and history[-1].role == "lab_manager" else ""
+
+
+def unusable_items(message: str, items: list[str]) -> list[str]:
+    """The ``items`` a Lab Manager's ``message`` names as known to the lab but unusable (booked, out of
+    stock, not in the lab), in the order of ``items``."""
+    return [i for i in items if any(reason.format(item=i) in message for reason in UNUSABLE_REASONS)]
+
+
+def stand_ins(obs: ScientistObservation) -> dict[str, str]:
+    """item -> the first usable stand-in the environment's latest answer offered for it (empty when the
+    latest answer is not the dialogue's last system entry after the Scientist's question)."""
+    for entry in reversed(obs.conversation_history):
+        if entry.role == "system" and entry.message.startswith(ANSWERS_PREFIX):
+            break
+        if entry.role == "scientist":
+            return {}
+    else:
+        return {}
+    return {m.group(1): m.group(2) for m in _STAND_IN.finditer(entry.message)}
+
+
+def suggested_plan(obs: ScientistObservation) -> dict:
+    """The current protocol with the Lab Manager's latest suggestion applied, as ScientistAction protocol
+    fields; empty when there is no current protocol or the latest entry suggests nothing."""
+    plan, suggested = obs.current_protocol, last_suggestion(obs)
+    if plan is None or not suggested:
+        return {}
+    fields = {name: getattr(plan, name) for name in PROTOCOL_FIELDS}
+    lists = {"controls": "controls", "equipment": "required_equipment", "reagents": "required_reagents"}
+    for name, value in suggested.items():
+        if name in lists:
+            fields[lists[name]] = [v for v in value.split(", ") if v]
+        elif name in ("sample_size", "duration_days"):
+            fields[name] = int(value) if value.isdigit() else fields[name]
+        else:
+            fields[name] = value
+    return fields

@@ -5,20 +5,13 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from replicalab.agents.brief import (
-    cross_check_revision,
-    last_lab_manager_action,
-    last_suggestion,
-    published_protocol,
-)
+from replicalab.agents.brief import last_lab_manager_action, published_protocol
+from replicalab.agents.skilled import OPENING_RATIONALE, SKILL_SCIENTISTS
 from replicalab.models import ScientistAction, ScientistObservation
 from replicalab.models import ScientistActionType as SA
 from replicalab.scenario_records import Scenario
 
 ACCEPT = ScientistAction(action_type=SA.ACCEPT)
-#: The opening rationale of the adaptive and reader Scientists.  They open identically, so their
-#: transcripts agree up to the reader's one departure and the opening does not tell them apart.
-OPENING_RATIONALE = "Start from the published protocol."
 TRIM_FACTOR = 0.75
 MAX_QUESTION_ROUNDS = 1
 
@@ -33,29 +26,6 @@ class NaiveScientist:
                 **published_protocol(obs),
             )
         return ACCEPT
-
-
-class ReaderScientist:
-    """Reads the whole brief: opens like the adaptive Scientist with the paper's protocol; when the Lab
-    Manager suggests moving to another technique, it proposes (once) the protocol the brief states for the
-    orthogonal method the paper cross-checked with, as written; otherwise it accepts, like the naive
-    Scientist."""
-
-    def __init__(self) -> None:
-        self.switched = False
-
-    def __call__(self, obs: ScientistObservation) -> ScientistAction:
-        brief = published_protocol(obs)
-        if obs.current_protocol is None:
-            return ScientistAction(
-                action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **brief
-            )
-        revision = cross_check_revision(obs)
-        moved = last_suggestion(obs).get("technique", "")
-        if self.switched or revision is None or not moved or moved == revision.technique:
-            return ACCEPT
-        self.switched = True
-        return revision
 
 
 class AdaptiveScientist:
@@ -144,7 +114,7 @@ def _oracle(seed: int, template: str, difficulty: str) -> OracleScientist:
 SCIENTIST_FACTORIES: dict[str, Callable[[int, str, str], Callable[[ScientistObservation], ScientistAction]]] = {
     "naive": lambda seed, template, difficulty: NaiveScientist(),
     "adaptive": lambda seed, template, difficulty: AdaptiveScientist(),
-    "reader": lambda seed, template, difficulty: ReaderScientist(),
+    **SKILL_SCIENTISTS,
     "oracle": _oracle,
     "random": lambda seed, template, difficulty: RandomScientist(seed),
 }

@@ -95,3 +95,19 @@ def penalties(
     if verbose_rationales:
         out["verbose_rationales"] = C.VERBOSE_RATIONALE_PENALTY * verbose_rationales
     return out
+
+
+def lab_manager_reward(
+    *, core: float, agreement: bool, cost: float, budget: float, rounds_used: int, invalid_turns: int
+) -> tuple[float, dict[str, float]]:
+    """The Lab Manager's own reward and its terms (``constants`` writes the formula)."""
+    terms: dict[str, float] = {}
+    if agreement:
+        terms["core"] = C.LAB_CORE_WEIGHT * core
+        terms["budget_kept"] = C.LAB_BUDGET_WEIGHT * max(0.0, 1.0 - cost / budget) if budget > 0 else 0.0
+        terms["rounds"] = -C.LAB_ROUND_COST * max(0, rounds_used - C.FASTEST_AGREEMENT_ROUNDS)
+    else:
+        terms["no_agreement"] = -C.NO_AGREEMENT_PENALTY
+    if invalid_turns:
+        terms["invalid_turns"] = -C.INVALID_TURN_PENALTY * invalid_turns
+    return sum(terms.values()), terms

@@ -15,12 +15,20 @@ fidelity    = technique factor * product of (1 - option cost) for stand-in items
 efficiency  = EFFICIENCY_ROUNDS_MAX * unused rounds / (max_rounds - FASTEST_AGREEMENT_ROUNDS)
               + EFFICIENCY_BUDGET_MAX * unspent fraction of the budget, only for an agreed feasible plan
 communication = COMMUNICATION_BONUS when the Scientist asked an answerable question and the plan is feasible
-penalties   = no_agreement, invalid_turns (either role), hallucinated_items (unknown ids in any protocol
+penalties   = no_agreement, invalid_turns (the Scientist's), hallucinated_items (unknown ids in any protocol
               put on the table), excess_questions (beyond QUESTION_LIMIT), verbose_rationales (Scientist
               rationales over RATIONALE_WORD_LIMIT words)
+
+That total is the Scientist's reward.  The Lab Manager's own reward weighs the agreed plan against the
+budget the lab keeps, with a cost per round beyond the fastest agreement:
+
+    lab = LAB_CORE_WEIGHT * core + LAB_BUDGET_WEIGHT * unspent fraction of the budget
+          - LAB_ROUND_COST * (rounds used - FASTEST_AGREEMENT_ROUNDS)  - lab penalties   if both sides agreed
+    lab = - lab penalties                                                                otherwise
+          (lab penalties: no_agreement, invalid_turns (the Lab Manager's))
 """
 
-REWARD_SPEC_VERSION = "replicalab-judge/1.0"
+REWARD_SPEC_VERSION = "replicalab-judge/2.0"
 
 CORE_SCALE = 10.0
 EXTRA_CONTROL_DECAY = 0.85
@@ -44,3 +52,7 @@ QUESTION_LIMIT = 4
 EXCESS_QUESTION_PENALTY = 0.25
 RATIONALE_WORD_LIMIT = 60
 VERBOSE_RATIONALE_PENALTY = 0.5
+
+LAB_CORE_WEIGHT = 0.2
+LAB_BUDGET_WEIGHT = 8.0
+LAB_ROUND_COST = 1.0

@@ -19,7 +19,8 @@ class EpisodeFacts:
     agreement: bool
     rounds_used: int
     max_rounds: int
-    invalid_turns: int = 0
+    invalid_turns: int = 0  # the Scientist's
+    lab_manager_invalid_turns: int = 0
     questions_asked: int = 0
     answerable_questions: int = 0
     hallucinated: tuple[str, ...] = ()  # unknown ids in any protocol put on the table
@@ -28,10 +29,18 @@ class EpisodeFacts:
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
+    """The Scientist's breakdown and ``total``, the Lab Manager's ``lab_manager_total`` (its terms in
+    ``lab_manager_terms``), the verdict and plain-words notes."""
+
     breakdown: RewardBreakdown
     total: float
     verdict: str
     notes: str
+    lab_manager_total: float = 0.0
+    lab_manager_terms: tuple[tuple[str, float], ...] = ()
+
+    def role_rewards(self) -> dict[str, float]:
+        return {"scientist": self.total, "lab_manager": self.lab_manager_total}
 
 
 def unknown_ids(protocol: Protocol, scenario: Scenario) -> list[str]:
@@ -71,13 +80,19 @@ def judge(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts) ->
         notes.append(f"unknown ids: {', '.join(sorted(hallucinated))}")
     if pens:
         notes.append("penalties: " + ", ".join(f"{k} {v:.2f}" for k, v in pens.items()))
+    lab, lab_terms = components.lab_manager_reward(
+        core=core, agreement=facts.agreement, cost=cost, budget=scenario.lab.budget_total,
+        rounds_used=facts.rounds_used, invalid_turns=facts.lab_manager_invalid_turns,
+    )
+    notes.append("lab manager " + ", ".join(f"{k} {v:.2f}" for k, v in lab_terms.items()) + f"; total {lab:.2f}")
     verdict = ("agreed_feasible" if feasible else "agreed_infeasible") if facts.agreement else "no_agreement"
     notes.insert(0, f"{verdict}: core {core:.2f} = 10 x {rig:.2f} x {fea:.2f} x {fid:.2f}; total {total:.2f}")
     breakdown = RewardBreakdown(
         rigor=round(rig, 6), feasibility=round(fea, 6), fidelity=round(fid, 6),
         efficiency_bonus=round(eff, 6), communication_bonus=round(com, 6), penalties=pens,
     )
-    return Judgement(breakdown, round(total, 6), verdict, ". ".join(notes) + ".")
+    return Judgement(breakdown, round(total, 6), verdict, ". ".join(notes) + ".", round(lab, 6),
+                     tuple((k, round(v, 6)) for k, v in lab_terms.items()))
 
 
 def score_protocol(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts) -> RewardBreakdown:

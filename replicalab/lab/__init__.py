@@ -1,4 +1,4 @@
-"""The lab: feasibility (the single source of lab truth) and the scripted Lab Manager."""
+"""The lab: feasibility (the single source of lab truth) and the scripted Lab Managers."""
 
 from replicalab.lab.feasibility import (
     DIMENSIONS,
@@ -6,6 +6,12 @@ from replicalab.lab.feasibility import (
     check_feasibility,
     protocol_cost,
 )
-from replicalab.lab.manager import ScriptedLabManager
+from replicalab.lab.manager import (
+    DEFAULT_LAB_POLICY,
+    LAB_MANAGER_FACTORIES,
+    LAB_POLICIES,
+    ScriptedLabManager,
+)
 
-__all__ = ["DIMENSIONS", "FeasibilityReport", "ScriptedLabManager", "check_feasibility", "protocol_cost"]
+__all__ = ["DEFAULT_LAB_POLICY", "DIMENSIONS", "LAB_MANAGER_FACTORIES", "LAB_POLICIES", "FeasibilityReport",
+           "ScriptedLabManager", "check_feasibility", "protocol_cost"]

@@ -22,6 +22,8 @@ from replicalab.scenario_records import Scenario, Technique, canonical_id
 
 HOURS_PER_STAFF_DAY = 6.0
 DIMENSIONS = ("budget", "equipment", "reagents", "schedule", "staff", "safety")
+#: How a reason names a listed item the lab knows but cannot use (booked, out of stock, not in the lab).
+UNUSABLE_REASONS = ("{item} is booked during the window", "{item} is out of stock", "the lab has no {item}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ def protocol_cost(protocol: Protocol, scenario: Scenario) -> float:
 
 
 def _item_problems(
-    items: list[str], free: tuple[str, ...], blocked: tuple[str, ...], blocked_word: str,
+    items: list[str], free: tuple[str, ...], blocked: tuple[str, ...], blocked_reason: str,
     scenario: Scenario, kind: str,
 ) -> tuple[list[str], list[str]]:
     reasons, unknown = [], []
@@ -90,9 +92,9 @@ def _item_problems(
             unknown.append(item)
             reasons.append(f"{item} is not {kind} the lab knows")
         elif item in blocked:
-            reasons.append(f"{item} is {blocked_word}")
+            reasons.append(blocked_reason.format(item=item))
         elif item not in free:
-            reasons.append(f"the lab has no {item}")
+            reasons.append(UNUSABLE_REASONS[2].format(item=item))
     return reasons, unknown
 
 
@@ -114,10 +116,10 @@ def check_feasibility(protocol: Protocol, scenario: Scenario) -> FeasibilityRepo
     reasons: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
 
     eq_reasons, unknown_eq = _item_problems(
-        equipment, lab.equipment_available, lab.equipment_booked, "booked during the window", scenario, "equipment"
+        equipment, lab.equipment_available, lab.equipment_booked, UNUSABLE_REASONS[0], scenario, "equipment"
     )
     re_reasons, unknown_re = _item_problems(
-        reagents, lab.reagents_in_stock, lab.reagents_out_of_stock, "out of stock", scenario, "a reagent"
+        reagents, lab.reagents_in_stock, lab.reagents_out_of_stock, UNUSABLE_REASONS[1], scenario, "a reagent"
     )
     reasons["equipment"] += eq_reasons
     reasons["reagents"] += re_reasons

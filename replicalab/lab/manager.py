@@ -1,23 +1,37 @@
-"""``ScriptedLabManager``: a deterministic Lab Manager grounded in the scenario's lab.
+"""The scripted Lab Managers: deterministic, truthful, grounded in the scenario's lab.
 
-Policy, in order:
-1. answer the Scientist's questions (if it asked) from the lab's facts;
-2. no protocol yet: report that, with the answers;
-3. a feasible protocol: accept it;
-4. otherwise suggest the lab's repair if it makes the plan feasible or fails fewer dimensions;
-5. otherwise reject, saying exactly what fails.
-It always emits a valid ``LabManagerAction``.
+Two policies share one procedure and differ in what they suggest:
+
+- ``cooperative`` suggests the lab's closest repair of an infeasible plan (``repair_plan``);
+- ``thrifty`` pursues the lab's own interest, the budget it keeps (see ``lab_manager_reward``): it
+  suggests the same repair made cheaper -- the costliest control dropped and the sample size cut to
+  THRIFTY_SAMPLE_FRACTION -- and accepts whatever feasible plan the Scientist insists on.
+
+The procedure, in order:
+1. no protocol yet: report that;
+2. a feasible protocol: accept it;
+3. right after a question (the environment has answered it): report what fails, suggesting nothing, so
+   the Scientist can use the answer;
+4. otherwise suggest the policy's repair if it makes the plan feasible or fails fewer dimensions;
+5. otherwise reject, saying exactly what fails (naming every item the lab cannot use).
+It always emits a valid ``LabManagerAction`` whose flags are the lab's truth.
 """
 
 from __future__ import annotations
 
-from replicalab.lab.answers import answer_questions
+import math
+from typing import Callable, Literal
+
 from replicalab.lab.feasibility import FeasibilityReport, check_feasibility
 from replicalab.lab.repair import repair_plan
 from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
 from replicalab.models import LabManagerActionType as LA
-from replicalab.render import apply_suggestion, questions_in
+from replicalab.render import apply_suggestion
 from replicalab.scenario_records import Scenario, canonical_id
+
+LabPolicy = Literal["cooperative", "thrifty"]
+#: The thrifty lab's suggested sample size, as a share of its repair's.
+THRIFTY_SAMPLE_FRACTION = 0.7
 
 _NO_FLAGS = dict(budget_ok=False, equipment_ok=False, reagents_ok=False, schedule_ok=False, staff_ok=False)
 
@@ -39,6 +53,8 @@ def _changes(old: Protocol, new: Protocol) -> dict:
         out["suggested_technique"] = new.technique
     if new.sample_size != old.sample_size:
         out["suggested_sample_size"] = new.sample_size
+    if new.controls and _ids(new.controls) != _ids(old.controls):
+        out["suggested_controls"] = new.controls
     if new.duration_days != old.duration_days:
         out["suggested_duration_days"] = new.duration_days
     if new.required_equipment and new.required_equipment != _ids(old.required_equipment):
@@ -48,24 +64,36 @@ def _changes(old: Protocol, new: Protocol) -> dict:
     return out
 
 
-class ScriptedLabManager:
-    """Callable ``LabManagerObservation -> LabManagerAction`` for one scenario."""
+def thrifty_cut(plan: Protocol, scenario: Scenario) -> Protocol:
+    """``plan`` made cheaper the thrifty lab's way: its costliest control dropped (when it has two or
+    more) and its sample size cut to THRIFTY_SAMPLE_FRACTION (at least one)."""
+    controls = _ids(plan.controls)
+    if len(controls) > 1:
+        costliest = max(controls, key=lambda c: (scenario.control_costs.get(c, 0.0), c))
+        controls = [c for c in controls if c != costliest]
+    return plan.model_copy(update={
+        "controls": controls, "sample_size": max(1, math.floor(plan.sample_size * THRIFTY_SAMPLE_FRACTION)),
+    })
 
-    def __init__(self, scenario: Scenario):
+
+class ScriptedLabManager:
+    """Callable ``LabManagerObservation -> LabManagerAction`` for one scenario, playing ``policy``."""
+
+    def __init__(self, scenario: Scenario, policy: LabPolicy = "thrifty"):
+        if policy not in LAB_POLICIES:
+            raise ValueError(f"unknown Lab Manager policy {policy!r}; valid: {', '.join(LAB_POLICIES)}")
         self.scenario = scenario
+        self.policy = policy
 
     def __call__(self, obs: LabManagerObservation) -> LabManagerAction:
         history = obs.conversation_history
-        last = history[-1] if history and history[-1].role == "scientist" else None
-        answers = ""
-        if last is not None and last.action_type == "request_info":
-            text, _ = answer_questions(questions_in(last.message), self.scenario)
-            answers = f"Answers: {text}. "
+        scientist = [e for e in history if e.role == "scientist"]
+        asked = bool(scientist) and scientist[-1].action_type == "request_info" and history[-1].role != "lab_manager"
         protocol = obs.current_protocol
         if protocol is None:
             return LabManagerAction(
                 action_type=LA.REPORT_FEASIBILITY, feasible=False, **_NO_FLAGS,
-                explanation=answers + "No protocol has been proposed yet.",
+                explanation="No protocol has been proposed yet.",
             )
         report = check_feasibility(protocol, self.scenario)
         flags = report.flags()
@@ -73,14 +101,16 @@ class ScriptedLabManager:
             limit = self.scenario.lab.time_limit_days
             return LabManagerAction(
                 action_type=LA.ACCEPT, feasible=True, **flags,
-                explanation=answers + f"Feasible: within the lab's budget and the time limit of {limit} days.",
+                explanation=f"Feasible: within the lab's budget and the time limit of {limit} days.",
             )
-        if answers:
+        if asked:
             return LabManagerAction(
                 action_type=LA.REPORT_FEASIBILITY, feasible=False, **flags,
-                explanation=answers + f"The current plan fails: {_reasons(report)}.",
+                explanation=f"The current plan fails: {_reasons(report)}.",
             )
         repaired = repair_plan(protocol, self.scenario)
+        if repaired is not None and self.policy == "thrifty":
+            repaired = thrifty_cut(repaired, self.scenario)
         changes = _changes(protocol, repaired) if repaired is not None else {}
         if changes:
             suggestion = LabManagerAction(
@@ -94,3 +124,13 @@ class ScriptedLabManager:
             action_type=LA.REJECT, feasible=False, **flags,
             explanation=f"Not feasible and the lab has no alternative to offer: {_reasons(report)}.",
         )
+
+
+#: Every scripted Lab Manager by name, as a factory ``scenario -> fresh agent``.
+LAB_MANAGER_FACTORIES: dict[str, Callable[[Scenario], ScriptedLabManager]] = {
+    "cooperative": lambda scenario: ScriptedLabManager(scenario, "cooperative"),
+    "thrifty": lambda scenario: ScriptedLabManager(scenario, "thrifty"),
+}
+LAB_POLICIES: tuple[str, ...] = tuple(LAB_MANAGER_FACTORIES)
+#: The Lab Manager that plain ``scripted`` (and ``lab_manager=None``) seats: the one with an interest of its own.
+DEFAULT_LAB_POLICY: LabPolicy = "thrifty"

@@ -4,9 +4,12 @@ The lab knows which items can stand in for each other within a technique, which 
 (in the order it prefers them), prices, staff and the calendar.  It does not know the paper's hidden
 reference, so it never touches controls and never adds an item the Scientist left out of its own
 technique (but replaces the items of another technique a plan kept after changing its technique by its
-own technique's); it swaps unavailable items, switches a technique the lab cannot run, clamps the duration
-and trims the sample size to fit budget and staff, shortening the schedule (down to the
-technique's minimum) before cutting the sample size below SAMPLE_FLOOR_FRACTION of what was proposed.
+own technique's).  It does not volunteer a stand-in for an item of the Scientist's plan it cannot use:
+it names the item, and a Scientist learns the stand-in only by asking (``replicalab.lab.answers``).  So
+a plan with an unusable item is moved to the lab's preferred runnable technique, and only when there is
+none are the stand-ins swapped in (the lab never dead-ends).  It clamps the duration and trims the sample
+size to fit budget and staff, shortening the schedule (down to the technique's minimum) before cutting the
+sample size below SAMPLE_FLOOR_FRACTION of what was proposed.
 """
 
 from __future__ import annotations
@@ -116,23 +119,27 @@ def _refit(technique: Technique, scenario: Scenario, usable: set[str], eq: list[
 def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
     """The lab's alternative to ``protocol``, or None when the lab cannot offer one.
 
-    The plan's own technique with unavailable items swapped, if the lab can run it and one sample
-    fits; else the first technique in the lab's order of preference on which one sample fits (so a
-    preferred technique too costly for this budget does not leave the lab without an alternative)."""
+    In order: the plan's own technique, sized, when the lab can run it with the plan's items; else the
+    first technique in the lab's order of preference on which one sample fits (so a preferred technique
+    too costly for this budget does not leave the lab without an alternative); else the plan's own
+    technique with stand-ins for its unusable items."""
     lab = scenario.lab
     usable = _usable(scenario)
     eq = [canonical_id(e) for e in protocol.required_equipment]
     re = [canonical_id(r) for r in protocol.required_reagents]
     technique = scenario.techniques.get(canonical_id(protocol.technique))
+    swaps = None
     if technique is not None and technique.id not in lab.banned and technique.min_days <= lab.time_limit_days:
         eq, re = _refit(technique, scenario, usable, eq, re)
         swaps = _slot_choices(technique, eq + re, usable)
-        if swaps is not None:
-            kept = _sized(protocol, scenario, technique, [swaps.get(i, i) for i in eq], [swaps.get(i, i) for i in re])
+        if swaps == {}:
+            kept = _sized(protocol, scenario, technique, eq, re)
             if kept is not None:
                 return kept
     for alt, new_eq, new_re in _switches(technique, scenario, usable, eq, re):
         moved = _sized(protocol, scenario, alt, new_eq, new_re)
         if moved is not None:
             return moved
+    if swaps:
+        return _sized(protocol, scenario, technique, [swaps.get(i, i) for i in eq], [swaps.get(i, i) for i in re])
     return None

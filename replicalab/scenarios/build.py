@@ -10,7 +10,8 @@ feasible reference protocol so that every scenario is solvable:
 - hard:   the paper's technique is blocked (safety rule or missing equipment) and budget and time are
           tight; the lab's preferred alternative is a low-fidelity technique.
 
-The paper's method states the published protocol and, as a complete protocol a Scientist can propose
+The key finding states, in prose, the smallest sample size a power analysis allows (the judge's
+minimum).  The paper's method states the published protocol and, as a complete protocol a Scientist can propose
 as written, the orthogonal method the authors cross-checked their readout with (the close substitute of
 the hidden reference: its technique, first-option items and the paper's critical items, sample size,
 controls and duration), so a Scientist that reads the brief can steer a blocked technique toward the
@@ -29,6 +30,7 @@ from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, p
 from replicalab.models import Protocol
 from replicalab.scenario_records import (
     CROSS_CHECK_MARKER,
+    POWER_STATEMENT,
     PUBLISHED_MARKER,
     Domain,
     LabFacts,
@@ -50,8 +52,9 @@ BUDGET_SLACK_TIGHT = (1.0, 1.04)
 TIME_SLACK_LOOSE = (1, 5)
 STAFF_SLACK = (1.2, 2.0)
 NOISE_STATES = ("free", "free", "blocked", "absent")
-MEDIUM_CONFLICTS = ("item", "budget", "time", "staff")
-HARD_OPTIONAL_CONFLICT_P = 0.5
+MEDIUM_CONFLICTS = ("budget", "time", "staff")
+MEDIUM_ITEM_CONFLICT_P = 0.7  # a medium scenario's chance of an unusable item (with a stand-in) among its conflicts
+HARD_OPTIONAL_CONFLICT_P = {"item": 0.7, "staff": 0.5}  # each optional hard conflict's chance
 
 
 def _u(rng: random.Random, bounds: tuple[float, float], digits: int = 2) -> float:
@@ -70,10 +73,12 @@ def _pick_conflicts(rng: random.Random, difficulty: str) -> set[str]:
     if difficulty == "easy":
         return set()
     if difficulty == "medium":
-        return set(rng.sample(MEDIUM_CONFLICTS, rng.randint(1, 2)))
+        count = rng.randint(1, 2)
+        conflicts = {"item"} if rng.random() < MEDIUM_ITEM_CONFLICT_P else set()
+        return conflicts | set(rng.sample(MEDIUM_CONFLICTS, count - len(conflicts)))
     conflicts = {"technique", "budget", "time"}
-    for extra in ("item", "staff"):
-        if rng.random() < HARD_OPTIONAL_CONFLICT_P:
+    for extra, chance in HARD_OPTIONAL_CONFLICT_P.items():
+        if rng.random() < chance:
             conflicts.add(extra)
     return conflicts
 
@@ -238,7 +243,8 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         paper_title=rng.choice(domain.title_templates).format(**fmt),
         paper_hypothesis=domain.hypothesis_template.format(**fmt),
         paper_method=f"{specs[t0].description} {CROSS_CHECK_MARKER} {cross_check}. {PUBLISHED_MARKER} {published}",
-        paper_key_finding=domain.finding_template.format(n=n0, unit=domain.sample_unit, **fmt),
+        paper_key_finding=domain.finding_template.format(n=n0, unit=domain.sample_unit, **fmt) + " "
+        + POWER_STATEMENT.format(n=min_n, unit=domain.sample_unit),
         experiment_goal=domain.goal_template.format(**fmt),
         paper_protocol=paper, techniques=techniques, equipment_fees=fees, reagent_costs=costs,
         control_costs=control_costs, lab=lab, reference=spec, reference_protocol=reference,

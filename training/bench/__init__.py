@@ -1,5 +1,5 @@
-"""``replicalab bench {env,rollout,train,generate,generate-memory,engines}``: benchmarks that print their figures next to a
-baseline measured in the same run.  ``env`` needs only the core install.
+"""``replicalab bench {env,skills,rollout,train,generate,generate-memory,engines}``: benchmarks that print their
+figures next to a baseline measured in the same run.  ``env`` and ``skills`` need only the core install.
 
 Each benchmark is a module here with two functions, ``add_arguments(parser)`` (its own options and
 defaults) and ``run(args) -> int`` (measure and print), and no torch import at module level, so the
@@ -15,6 +15,7 @@ import importlib
 #: ``replicalab bench NAME`` -> the module that implements it (see the module docstring).
 BENCHMARKS: dict[str, str] = {
     "env": "training.bench.env",  # episodes/s of the game vs its parts
+    "skills": "training.bench.skills",  # what each skill of the game is worth (scripted agents)
     "rollout": "training.bench.rollout",  # in-process and Ray rollouts vs plain generation
     "train": "training.bench.train",  # where a training step's time goes
     "generate": "training.bench.generate",  # batched vs one-at-a-time generation

@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import EXTERNAL, episode_loop
+from replicalab.metrics import role_reward
 from replicalab.models import InvalidAction
 from replicalab.parsing import parse_action
 from replicalab.prompts import RoleChat
@@ -77,11 +78,12 @@ def play_shard(policy: PolicyModel, jobs: Sequence[EpisodeJob], spec: RolloutSpe
 
 
 def _scripted(spec: str, role: str, job: EpisodeJob):
-    """The scripted agent of a ``scripted`` seat (None for the Lab Manager: ``episode_loop`` seats it)."""
+    """The scripted agent of a ``scripted`` seat (for the Lab Manager, its policy name: ``episode_loop``
+    builds it for the episode's scenario)."""
     seat = parse_seat(role, spec)
     if seat.kind != SCRIPTED:
         raise ValueError(f"{role} seat {spec!r} is not scripted")
-    return scripted_scientist(seat.arg, job.seed, job.template, job.difficulty) if role == "scientist" else None
+    return scripted_scientist(seat.arg, job.seed, job.template, job.difficulty) if role == "scientist" else seat.arg
 
 
 def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:
@@ -196,7 +198,7 @@ def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: i
         s = seats[job.role]
         trajectory = RoleTrajectory(
             role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
-            env_mask=s.env_mask, reward=log.total_reward, turns=s.turns, parse_failures=s.parse_failures,
+            env_mask=s.env_mask, reward=role_reward(log, job.role), turns=s.turns, parse_failures=s.parse_failures,
         )
     return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker,
                          timing=timing)
