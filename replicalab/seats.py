@@ -101,3 +101,9 @@ def scripted_scientist(name: str, seed: int, template: str,
                        difficulty: str) -> Callable[[ScientistObservation], ScientistAction]:
     """A fresh scripted Scientist ``name`` for one episode (the oracle reads that episode's scenario)."""
     return SCIENTIST_FACTORIES[name](seed, template, difficulty)
+
+
+def scripted_agent(role: str, name: str, seed: int, template: str, difficulty: str):
+    """What a ``scripted:NAME`` seat of ``role`` plays in one episode: a fresh scripted Scientist, or the Lab
+    Manager's policy name (``episode_loop`` builds that one for the episode's scenario)."""
+    return scripted_scientist(name, seed, template, difficulty) if role == "scientist" else name

@@ -30,10 +30,12 @@ def test_play_json_is_an_episode_log(capsys):
     (["play", "--template", "astrology"], "choose from 'cell_biology', 'ml_benchmark', 'behavioral_psychology'"),
     (["play", "--difficulty", "insane"], "choose from 'easy', 'medium', 'hard'"),
     (["play", "--seed", "-1"], "seed must be non-negative"),
-    (["play", "--scientist", "genius"], "valid scientist seats: scripted:naive, scripted:adaptive, scripted:reader"),
+    (["play", "--scientist", "genius"], "valid scientist seats: scripted, scripted:naive, scripted:adaptive, scripted:reader"),
     (["play", "--scientist", "adaptive"], "did you mean scripted:adaptive?"),
     (["eval", "--agent", "adaptive"], "did you mean scripted:adaptive?"),
-    (["play", "--lab-manager", "scripted:naive"], "valid lab_manager seats: scripted, model:DIR"),
+    (["play", "--lab-manager", "scripted:naive"],
+     "valid lab_manager seats: scripted, scripted:cooperative, scripted:thrifty, model:DIR"),
+    (["play", "--lab-manager", "thrifty"], "did you mean scripted:thrifty?"),
 ])
 def test_bad_arguments_name_the_valid_choices(args, message):
     r = run_cli(*args)
@@ -64,6 +66,8 @@ def test_bad_configs_exit_with_a_clear_error(args, message):
 # ----- bench: one sub-parser per benchmark, every option honoured ------------------------------
 BENCH_OPTIONS = {
     "env": (["--episodes", "7"], dict(episodes=7), dict(episodes=5000)),
+    "skills": (["--episodes", "3", "--lab", "cooperative"], dict(episodes=3, lab="cooperative"),
+               dict(episodes=100, lab="thrifty")),
     "rollout": (["--episodes", "16", "--max-new-tokens", "12", "--max-rounds", "3", "--ray-workers", "2",
                  "--repeats", "1", "--sample", "--model", "m"],
                 dict(episodes=16, max_new_tokens=12, max_rounds=3, ray_workers=[2], repeats=1, sample=True, model="m"),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
-from replicalab.seats import MODEL, parse_seat, scripted_scientist, seat_choices
+from replicalab.seats import MODEL, parse_seat, scripted_agent, seat_choices
 from training.argtypes import positive_int, seed_int
 from training.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
 
@@ -37,14 +37,14 @@ def _seat(role: str) -> Callable[[str], str]:
 
 
 def _agent(role: str, spec: str, seed: int, template: str, difficulty: str, chat_template: str | None = None):
-    """A fresh agent for ``role`` per its seat spec; None for the scripted Lab Manager."""
+    """A fresh agent for ``role`` per its seat spec (``scripted_agent`` for a scripted seat)."""
     seat = parse_seat(role, spec)
     if seat.kind == MODEL:
         from training.model.validate import resolve_chat_template
         from training.rollout.agent import load_agent_spec
 
         return load_agent_spec(spec, role, chat_template=resolve_chat_template(chat_template))()
-    return scripted_scientist(seat.arg, seed, template, difficulty) if role == "scientist" else None
+    return scripted_agent(role, seat.arg, seed, template, difficulty)
 
 
 def cmd_play(args: argparse.Namespace) -> int:

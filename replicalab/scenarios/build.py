@@ -6,7 +6,8 @@ feasible reference protocol so that every scenario is solvable:
 
 - easy:   the paper's own protocol is feasible;
 - medium: one or two planted conflicts (an item missing, budget, time, staff) that need a
-          substitution or a smaller plan;
+          substitution or a smaller plan; with an unusable item, the lab's next technique stays
+          runnable (the lab moves a plan there rather than volunteer the item's stand-in);
 - hard:   the paper's technique is blocked (safety rule or missing equipment) and budget and time are
           tight; the lab's preferred alternative is a low-fidelity technique.
 
@@ -190,6 +191,9 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         protected |= set(paper.required_equipment) | set(paper.required_reagents)
     else:
         protected |= (set(paper.required_equipment) | set(paper.required_reagents)) - {conflict_item}
+        # The lab's next technique stays runnable: it moves a plan there rather than volunteer a stand-in.
+        protected |= {next(o for o in s if o != conflict_item) for s in techniques[far[0]].equipment_slots
+                      + techniques[far[0]].reagent_slots if any(o != conflict_item for o in s)}
     state = {i: rng.choice(NOISE_STATES) for i in equipment_ids + sorted(costs)}
     state.update({i: "free" for i in protected})
     if conflict_item:

@@ -3,7 +3,7 @@
 import statistics
 
 import pytest
-from gamers import GAMERS
+from gamers import GAMERS, LAB_GAMERS
 
 from replicalab import (
     DIFFICULTIES,
@@ -14,14 +14,17 @@ from replicalab import (
     run_episode,
 )
 from replicalab.agents import (
+    SCIENTIST_FACTORIES,
+    SKILLS,
     AdaptiveScientist,
     NaiveScientist,
     OracleScientist,
     RandomScientist,
-    ReaderScientist,
+    SkilledScientist,
 )
 from replicalab.judge import EpisodeFacts, judge
 from replicalab.judge import constants as C
+from replicalab.lab import LAB_POLICIES, ScriptedLabManager
 
 SEEDS = TEST_SEEDS[:120]
 GAMING_SEEDS = TEST_SEEDS[5000:5080]
@@ -40,7 +43,6 @@ naive = lambda seed, t, d: NaiveScientist()  # noqa: E731
 adaptive = lambda seed, t, d: AdaptiveScientist()  # noqa: E731
 oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))  # noqa: E731
 rand = lambda seed, t, d: RandomScientist(seed)  # noqa: E731
-reader = lambda seed, t, d: ReaderScientist()  # noqa: E731
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
@@ -58,22 +60,47 @@ def test_baselines_order_and_difficulty(template):
     assert easy > medium > hard and hard <= easy / 2
 
 
-@pytest.mark.parametrize("template", TEMPLATES)
-def test_reading_the_brief_pays_only_where_the_technique_is_blocked(template):
-    """The reader differs from the naive Scientist only when the lab moves a blocked technique: on hard
-    cells its cross-check method scores far above the lab's preference, and no higher than the oracle."""
-    for difficulty in ("easy", "medium"):
-        assert _mean_reward(reader, template, difficulty) == pytest.approx(_mean_reward(naive, template, difficulty))
-    n, r, o = (_mean_reward(make, template, "hard") for make in (naive, reader, oracle))
-    assert r >= n + 3.0 and r <= o
-
-
 @pytest.mark.parametrize("template, difficulty", [(t, d) for t in TEMPLATES for d in DIFFICULTIES])
-def test_gaming_scores_below_the_adaptive_scientist(template, difficulty):
-    honest = _mean_reward(adaptive, template, difficulty, GAMING_SEEDS)
+def test_gaming_scores_below_honest_play(template, difficulty):
+    """Every gaming Scientist scores below the honest Scientist that plays the game's skills, in every cell
+    (``test_gaming_scores_below_the_naive_scientist`` compares them with the same play undistorted)."""
+    honest = _mean_reward(lambda seed, t, d: SkilledScientist(SKILLS), template, difficulty, GAMING_SEEDS)
     for name, gamer in GAMERS.items():
         gamed = _mean_reward(lambda seed, t, d: gamer(), template, difficulty, GAMING_SEEDS)
-        assert gamed < honest, f"{name} scored {gamed:.2f} >= adaptive {honest:.2f}"
+        assert gamed < honest, f"{name} scored {gamed:.2f} >= the honest skilled Scientist {honest:.2f}"
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_gaming_scores_below_the_naive_scientist(difficulty):
+    """A distortion of the naive Scientist's play (propose the published protocol, accept what comes)
+    never pays: over every template, each gamer scores below the naive Scientist itself."""
+    def mean(make):
+        return statistics.fmean(_mean_reward(make, t, difficulty, GAMING_SEEDS) for t in TEMPLATES)
+
+    honest = mean(naive)
+    for name, gamer in GAMERS.items():
+        gamed = mean(lambda seed, t, d: gamer())
+        assert gamed < honest, f"{name} scored {gamed:.2f} >= naive {honest:.2f}"
+
+
+@pytest.mark.parametrize("scientist", ["adaptive", "reader+defender+asker"])
+def test_lab_gaming_scores_below_honest_labs(scientist):
+    """A Lab Manager that rejects everything, accepts anything, stalls or lies about the budget earns less
+    of its own reward than either scripted Lab Manager, against the same Scientist on the same scenarios:
+    never more on any difficulty, less over all (accepting anything is honest where every plan is feasible)."""
+    env = ReplicaLabEnv()
+
+    def means(make_lab) -> list[float]:
+        return [statistics.fmean(
+            run_episode(env, SCIENTIST_FACTORIES[scientist](s, t, d), make_lab(generate_scenario(s, t, d)),
+                        seed=s, template=t, difficulty=d).role_rewards["lab_manager"]
+            for t in TEMPLATES for s in GAMING_SEEDS[:30]) for d in DIFFICULTIES]
+
+    honest = [min(cell) for cell in zip(*(means(lambda sc, p=p: ScriptedLabManager(sc, p)) for p in LAB_POLICIES))]
+    for name, gamer in LAB_GAMERS.items():
+        gamed = means(gamer)
+        assert all(g <= h + 1e-9 for g, h in zip(gamed, honest)), f"{name} earned {gamed} vs the honest labs' {honest}"
+        assert sum(gamed) < sum(honest), f"{name} earned {gamed} vs the honest labs' {honest}"
 
 
 def test_free_text_is_never_read():

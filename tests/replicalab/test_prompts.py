@@ -20,7 +20,7 @@ from replicalab.models import (
     ScientistObservation,
 )
 from replicalab.parsing import parse_action
-from replicalab.prompts import RUN_CROSS_CHECK, build_messages, default_count_tokens, system_prompt
+from replicalab.prompts import build_messages, default_count_tokens, system_prompt
 
 MAX_SYSTEM_WORDS = 350
 
@@ -80,7 +80,7 @@ def test_system_states_rules_and_goal() -> None:
     assert "replicates the paper" in sci
     assert "feasible must equal budget_ok and equipment_ok" in lab
     assert "accept needs feasible=true" in lab and "only on suggest_alternative" in lab
-    assert "budget" in lab and "truthfully" in lab
+    assert "budget" in lab and "flags must be the truth" in lab and "share of the budget left unspent" in lab
 
 
 @pytest.mark.parametrize("role", ["scientist", "lab_manager"])
@@ -218,7 +218,7 @@ def test_followup_states_what_the_lab_changed_right_before_the_reply(template: s
 
     for difficulty in ("medium", "hard"):
         for kind, text in _scientist_followups("adaptive", template, difficulty, range(30)):
-            lines = [line for line in text.splitlines() if not line.startswith(RUN_CROSS_CHECK)]
+            lines = text.splitlines()
             assert lines[-1].startswith("Your move as the Scientist.")
             moved = [line for line in lines if line.startswith("The lab moved the technique from ")]
             assert bool(moved) == ("technique" in suggestion_in(text)), text
@@ -234,36 +234,29 @@ def test_followup_states_what_the_lab_changed_right_before_the_reply(template: s
                 assert moved[0].endswith(f" to {technique}.")
 
 
-@pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
-def test_followup_spells_out_the_cross_check_revision_after_a_technique_move(template: str) -> None:
-    """Right before the reply instruction, after the lab moves the technique to one that is not the
-    brief's cross-check method, the follow-up spells out the revision to the cross-check protocol as
-    written -- a reply that parses to exactly the reader's revision -- and after nothing else."""
-    from replicalab.parsing import parse_action
-    from replicalab.render import suggestion_in
+@pytest.mark.parametrize("scientist", ["reader+defender+asker", "reader", "asker", "adaptive"])
+def test_no_prompt_holds_a_ready_made_reply(scientist: str) -> None:
+    """Every message a model sees in either seat -- the first prompt and every follow-up -- states facts
+    only: no action written out (no ``action_type`` outside the system message's format example), and no
+    Scientist reply of the episode, as the model would write it, appears anywhere in the Scientist's chat
+    before the turn that sends it (the brief states protocols, never a reply)."""
+    from replicalab.models import ScientistAction
+    from replicalab.parsing import format_action
     from training.model.sft_data import record_episode
 
-    spelled = 0
-    for difficulty in ("easy", "medium", "hard"):
-        for seed in range(20):
-            turns, _, _ = record_episode(seed, template, difficulty, scientist="reader")
-            for turn in turns[1:]:
-                lines = turn["prompt"][-1]["content"].splitlines()
-                offered = [line for line in lines if line.startswith(RUN_CROSS_CHECK)]
-                brief = turn["prompt"][1]["content"]
-                moved = suggestion_in(lines[0]).get("technique")
-                if not offered:
-                    assert moved is None or f'"technique":"{moved}"' in brief.split("Published protocol:")[0]
-                    continue
-                spelled += 1
-                assert moved and lines[-2] == offered[0] and len(offered) == 1
-                reply = parse_action(offered[0].removeprefix(RUN_CROSS_CHECK).strip(), "scientist")
-                assert reply.action_type.value == "revise_protocol" and reply.technique != moved
-                assert f'Cross-checked with: {{"sample_size":{reply.sample_size},' in brief
-                assert f'"technique":"{reply.technique}"' in brief.split("Published protocol:")[0]
-                answer = turn["completion"][0]["content"]
-                assert '"revise_protocol"' not in answer or answer == offered[0].removeprefix(RUN_CROSS_CHECK).strip()
-    assert spelled >= 10
+    replies = 0
+    for template in ("cell_biology", "ml_benchmark", "behavioral_psychology"):
+        for difficulty in ("medium", "hard"):
+            for seed in range(12):
+                turns, lab_turns, _ = record_episode(seed, template, difficulty, scientist=scientist)
+                for turn in turns + lab_turns:
+                    assert all('"action_type"' not in m["content"] for m in turn["prompt"] if m["role"] == "user")
+                for turn in turns:
+                    reply = format_action(ScientistAction.model_validate_json(turn["completion"][0]["content"]))
+                    seen = "\n".join(m["content"] for m in turn["prompt"] if m["role"] != "assistant")
+                    assert reply not in seen
+                    replies += 1
+    assert replies > 100
 
 
 def test_followup_of_the_lab_manager_has_no_statement() -> None:

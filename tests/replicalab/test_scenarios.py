@@ -89,7 +89,7 @@ def test_brief_names_the_close_substitute_as_its_cross_check(template, difficult
     complete protocol: its canonical items plus the paper's critical items, the paper's sample size and
     controls, a duration the technique allows; where the paper's technique is blocked it is the
     technique the reference runs."""
-    from replicalab.agents.brief import cross_check_method
+    from replicalab.agents.brief import CROSS_CHECK_RATIONALE, cross_check_method
     from replicalab.env import ReplicaLabEnv
 
     env = ReplicaLabEnv()
@@ -125,8 +125,8 @@ def test_brief_states_the_paper_protocol_in_canonical_names():
 
 def test_reader_revises_to_the_cross_check_protocol_as_written():
     """The reader Scientist's one revision is the brief's cross-check protocol, field for field."""
-    from replicalab.agents.brief import cross_check_method
-    from replicalab.agents.scripted import ReaderScientist
+    from replicalab.agents import SkilledScientist
+    from replicalab.agents.brief import CROSS_CHECK_RATIONALE, cross_check_method
     from replicalab.env import ReplicaLabEnv
     from replicalab.episode import run_episode
 
@@ -134,11 +134,12 @@ def test_reader_revises_to_the_cross_check_protocol_as_written():
     revisions = 0
     for t in TEMPLATES:
         for seed in TRAIN_SEEDS[:20]:
-            log = run_episode(env, ReaderScientist(), seed=seed, template=t, difficulty="hard")
+            log = run_episode(env, SkilledScientist(["read"]), seed=seed, template=t, difficulty="hard")
             method = cross_check_method(env.reset(seed, t, "hard").scientist)
             for turn in log.turns:
                 action = turn.action or {}
                 if turn.role == "scientist" and action.get("action_type") == "revise_protocol":
                     revisions += 1
                     assert {k: action[k] for k in method} == method
+                    assert action["rationale"] == CROSS_CHECK_RATIONALE
     assert revisions > 0

@@ -27,6 +27,7 @@ from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
 from replicalab.render import suggestion_in
+from replicalab.seats import PRIVILEGED_SCIENTISTS
 from replicalab.scenarios import cells
 
 Example = dict[str, list[dict[str, str]]]
@@ -84,7 +85,8 @@ def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
 
 
 #: The scripted Scientists whose episodes make up the transcripts.
-SCIENTISTS = ("adaptive", "naive", "reader")
+#: Scripted Scientists whose episodes can be recorded: every one that plays from visible facts.
+SCIENTISTS = tuple(n for n in SCIENTIST_FACTORIES if n not in PRIVILEGED_SCIENTISTS + ("random",))
 
 
 def record_episode(seed: int, template: str, difficulty: str, *, scientist: str = "adaptive",

@@ -23,7 +23,7 @@ from replicalab.seats import (
     POLICY,
     SCRIPTED,
     parse_seat,
-    scripted_scientist,
+    scripted_agent,
 )
 from training.config.model import SamplingConfig
 from training.rollout.contract import RolloutSpec
@@ -83,7 +83,7 @@ def _scripted(spec: str, role: str, job: EpisodeJob):
     seat = parse_seat(role, spec)
     if seat.kind != SCRIPTED:
         raise ValueError(f"{role} seat {spec!r} is not scripted")
-    return scripted_scientist(seat.arg, job.seed, job.template, job.difficulty) if role == "scientist" else seat.arg
+    return scripted_agent(role, seat.arg, job.seed, job.template, job.difficulty)
 
 
 def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:
