@@ -298,14 +298,14 @@ def test_trl_reads_the_rows_in_the_same_order_for_any_max_steps(policy_tiny_mode
 
     from training.config.train import load_train_config
     from training.trainer.build import data_stream, grpo_args
-    from training.trainer.grpo import build_dataset, job_key, judge_reward
+    from training.trainer.grpo import build_dataset, job_key, role_reward
 
     orders = []
     for steps in (2, 5):
         cfg = load_train_config(None, [*TRAIN_TINY, "grpo.groups_per_step=2", f"grpo.max_steps={steps}",
                                        f"output_dir={tmp_path}", f"run_name=run-{steps}"])
         dataset = build_dataset(data_stream(cfg)(cfg.num_train_rows))
-        trainer = GRPOTrainer(model=str(policy_tiny_model_dir), reward_funcs=[judge_reward], train_dataset=dataset,
+        trainer = GRPOTrainer(model=str(policy_tiny_model_dir), reward_funcs=[role_reward], train_dataset=dataset,
                               args=grpo_args(cfg, device="cpu"),
                               rollout_func=lambda prompts, trainer: {})
         prompts = [row["prompt"] for batch in trainer.get_train_dataloader() for row in batch]

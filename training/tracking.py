@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from pydantic import BaseModel
 
+from replicalab.metrics import role_reward
 from replicalab.models import EpisodeLog
 from replicalab.transcript import format_episode
 from training.config.loading import save_resolved
@@ -161,8 +162,8 @@ class RunLogger:
 
     def log_episodes(self, step: int, logs: Sequence[EpisodeLog], roles: Optional[Sequence[str]] = None) -> None:
         """Append every log to ``episodes.jsonl``; log a W&B table of up to ``transcripts_per_step``
-        transcripts spread from the lowest to the highest reward.  ``roles`` (optional, one per log)
-        names the seat each episode was played for.  Every table cell is a string."""
+        transcripts spread from the lowest to the highest reward (of the role each was played for).
+        ``roles`` (optional, one per log) names the seat each episode was played for.  Every table cell is a string."""
         self._check_open()
         if roles is not None and len(roles) != len(logs):
             raise ValueError(f"got {len(roles)} roles for {len(logs)} logs")
@@ -171,12 +172,13 @@ class RunLogger:
             {"step": step, "role": role, "log": log.model_dump(mode="json")} for log, role in zip(logs, role_of)))
         if self.run is None:
             return
-        order = sorted(range(len(logs)), key=lambda i: logs[i].total_reward)
+        reward = [role_reward(log, role or "scientist") for log, role in zip(logs, role_of)]
+        order = sorted(range(len(logs)), key=lambda i: reward[i])
         picked = [order[i] for i in _spread(len(order), self.cfg.wandb.transcripts_per_step)]
         if not picked:
             return
         rows = [[str(step), logs[i].episode_id, role_of[i], logs[i].scenario_template, logs[i].difficulty,
-                 f"{logs[i].total_reward:.4f}", logs[i].verdict, transcript_text(logs[i])] for i in picked]
+                 f"{reward[i]:.4f}", logs[i].verdict, transcript_text(logs[i])] for i in picked]
         table = self._wandb.Table(columns=TRANSCRIPT_COLUMNS, data=rows)
         self.run.log({TRANSCRIPT_TABLE_KEY: table}, step=step)
 

@@ -217,11 +217,11 @@ def test_stratified_bootstrap_resamples_within_cells():
 
 def test_decision_metrics_split_revisions_by_what_the_lab_suggested() -> None:
     """The reader revises after some technique moves and never after other suggestions; naive never revises."""
-    from replicalab.agents import ReaderScientist
+    from replicalab.agents import SkilledScientist
 
     env = ReplicaLabEnv()
     cells = [(t, "hard") for t in ("cell_biology", "ml_benchmark", "behavioral_psychology")]
-    reader = episode_metrics([run_episode(env, ReaderScientist(), seed=s, template=t, difficulty=d)
+    reader = episode_metrics([run_episode(env, SkilledScientist(["read"]), seed=s, template=t, difficulty=d)
                               for s in range(20) for t, d in cells])
     naive = episode_metrics([run_episode(env, NaiveScientist(), seed=s, template=t, difficulty=d)
                              for s in range(20) for t, d in cells])

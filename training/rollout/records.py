@@ -46,7 +46,8 @@ class RoleTrajectory:
 
     ``completion_ids`` interleaves the model's turns with the environment's tokens between them;
     ``env_mask`` is 1 on model tokens and 0 on environment tokens; ``logprobs`` has one entry per
-    completion token (0.0 on environment tokens).  ``reward`` is the judge's total.
+    completion token (0.0 on environment tokens).  ``reward`` is the role's own reward
+    (``EpisodeLog.role_rewards``: the judge's total for the Scientist, the lab's reward for the Lab Manager).
     """
 
     role: AgentRole

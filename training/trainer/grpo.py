@@ -3,8 +3,9 @@ ReplicaLab episodes on a rollout backend.
 
 Each dataset row names one (seed, role, template, difficulty) from the training split; TRL repeats
 it ``num_generations`` times, so every GRPO group is G episodes of one scenario, one role and one
-opponent, and advantages never mix roles.  The reward is the judge's total, passed through from the
-rollout; every component is logged by ``RunLogger``.
+opponent, and advantages never mix roles.  The reward is the seat's own role's reward
+(``EpisodeLog.role_rewards``: the judge's total for the Scientist, the lab's own reward for the Lab
+Manager), passed through from the rollout; every component is logged by ``RunLogger``.
 
 Exact scoring (``ReplicaLabGRPOTrainer``): TRL 1.16 scores completions without position ids, which shifts
 an absolute-position model's positions in a left-padded batch; the subclass passes position ids from the
@@ -61,8 +62,9 @@ def build_dataset(rows: Sequence[dict]) -> Dataset:
     return Dataset.from_list([{"prompt": job_key(r), **r} for r in rows])
 
 
-def judge_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """GRPO reward: the judge's total of each episode, computed in the rollout."""
+def role_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """GRPO reward: each episode's reward of the role the group trains (``RoleTrajectory.reward``), computed
+    in the rollout."""
     return [float(x) for x in kwargs[REWARD_KEY]]
 
 
@@ -344,7 +346,7 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
         tokenizer.chat_template = chat_template
     trainer = ReplicaLabGRPOTrainer(
         model=str(model_dir),
-        reward_funcs=[judge_reward],
+        reward_funcs=[role_reward],
         args=args,
         train_dataset=build_dataset(rows),
         processing_class=tokenizer,

@@ -244,7 +244,7 @@ def test_seat_rules(seats: dict, ok: bool) -> None:
 
 def test_parse_seat() -> None:
     assert parse_seat("scientist", "scripted") == ("scripted", "adaptive")
-    assert parse_seat("lab_manager", "scripted") == ("scripted", "")
+    assert parse_seat("lab_manager", "scripted") == ("scripted", "thrifty")
     assert parse_seat("scientist", "scripted:naive") == ("scripted", "naive")
     assert parse_seat("lab_manager", "model:/ckpt") == ("model", "/ckpt")
     assert parse_seat("scientist", "policy", training=True) == ("policy", "")

@@ -59,7 +59,7 @@ def check_records(jobs: list[EpisodeJob], records: list[RolloutRecord], version:
         assert all(type(t) is int for t in traj.prompt_ids + traj.completion_ids)
         assert all(type(p) is float for p in traj.logprobs)
         assert set(traj.env_mask) <= {0, 1}
-        assert traj.reward == rec.log.total_reward
+        assert traj.reward == rec.log.role_rewards[rec.job.role]  # each seat learns from its own role's reward
 
 
 def modified_state(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -85,8 +85,10 @@ def test_selfplay_config_runs(default_model, tmp_path):
     assert cfg.seats.trained_roles == ("scientist", "lab_manager")
     summary = run_train(cfg)
     assert summary["steps"] == 2
-    roles = [json.loads(line)["role"] for line in (cfg.run_dir / "episodes.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (cfg.run_dir / "episodes.jsonl").read_text().splitlines()]
+    roles = [row["role"] for row in rows]
     assert set(roles) == {"scientist", "lab_manager"}
+    assert all(set(row["log"]["role_rewards"]) == {"scientist", "lab_manager"} for row in rows)
     # GRPO groups (G consecutive episodes) never mix roles
     assert all(len(set(roles[i:i + 4])) == 1 for i in range(0, len(roles), 4))
 
