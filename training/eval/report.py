@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("mean_reward", "ci95", "agreement_rate", "mean_rounds", "invalid_action_rate", "parse_failure_rate",
+COLUMNS = ("mean_reward", "ci95", "lab_manager_reward", "lab_manager_ci95", "agreement_rate", "mean_rounds", "invalid_action_rate", "parse_failure_rate",
            "timeout_rate", "rigor", "feasibility", "fidelity", "oracle_fraction", "episodes")
 
 
@@ -28,7 +28,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines = [f"# Evaluation on the {report['split']} split",
              f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager: {report['lab_manager']}, "
              f"model decoding: {_decoding(report.get('decoding'))}. Intervals: 95% percentile bootstrap of the "
-             "mean, resampling seeds within each cell.", "",
+             "mean, resampling seeds within each cell. mean_reward is the Scientist's (the judge's total), "
+             "lab_manager_reward the Lab Manager's own.", "",
              "## Overall", "", "| agent | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for spec, a in report["agents"].items():
         lines.append(f"| {spec} | " + " | ".join(_fmt(a["overall"][c]) for c in COLUMNS) + " |")

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from replicalab.metrics import episode_metrics
+from replicalab.metrics import episode_metrics, role_reward
 from replicalab.models import EpisodeLog
 from replicalab.seats import MODEL, parse_seat
 from replicalab.seeds import METRIC_PREFIXES
@@ -67,10 +67,14 @@ def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[Episo
 def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[str, Any]:
     m = episode_metrics(logs)
     rewards = [log.total_reward for log in logs]
+    lab = [role_reward(log, "lab_manager") for log in logs]
+    strata = [(log.scenario_template, log.difficulty) for log in logs]
     mean = statistics.fmean(rewards)
     return {
         "mean_reward": mean,
-        "ci95": bootstrap_ci(rewards, samples, strata=[(log.scenario_template, log.difficulty) for log in logs]),
+        "ci95": bootstrap_ci(rewards, samples, strata=strata),
+        "lab_manager_reward": statistics.fmean(lab),
+        "lab_manager_ci95": bootstrap_ci(lab, samples, strata=strata),
         "agreement_rate": m["episode/agreement_rate"], "mean_rounds": m["episode/rounds"],
         "invalid_action_rate": m["episode/invalid_action_rate"],
         "parse_failure_rate": m["episode/parse_failure_rate"], "timeout_rate": m["episode/timeout_rate"],

@@ -105,6 +105,8 @@ def test_eval_report(default_model, tmp_path):
     for spec in (f"model:{default_model}", "scripted:naive", "scripted:oracle"):
         overall = saved["agents"][spec]["overall"]
         assert overall["episodes"] == 6 and overall["ci95"][0] <= overall["mean_reward"] <= overall["ci95"][1]
+        low, high = overall["lab_manager_ci95"]
+        assert low <= overall["lab_manager_reward"] <= high  # both seats' rewards are reported
         assert set(saved["agents"][spec]["by_cell"]) == {"cell_biology/easy", "cell_biology/medium", "cell_biology/hard"}
     assert saved["agents"]["scripted:oracle"]["overall"]["oracle_fraction"] == pytest.approx(1.0)
     assert (tmp_path / "eval" / "reward_by_cell.png").stat().st_size > 1000
