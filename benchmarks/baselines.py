@@ -1,6 +1,7 @@
-"""Mean reward (and the 10-point core) of the scripted Scientists on test seeds, per cell.
+"""Mean reward (and the 10-point core) of the scripted Scientists on test seeds, per cell, against one scripted
+Lab Manager (the default one unless ``--lab``).
 
-    python benchmarks/baselines.py --episodes 300
+    python benchmarks/baselines.py --episodes 100 [--lab cooperative]
 """
 
 from __future__ import annotations
@@ -15,24 +16,32 @@ from replicalab import (
     ReplicaLabEnv,
     run_episode,
 )
-from replicalab.agents import SCIENTIST_FACTORIES as AGENTS
+from replicalab.agents import SCIENTIST_FACTORIES
+from replicalab.lab import DEFAULT_LAB_POLICY, LAB_POLICIES
+
+#: The Scientists in the table: the baselines, each skill alone and all of them, the ceilings.
+AGENTS = ("naive", "adaptive", "reader", "defender", "asker", "reader+defender+asker", "oracle", "random")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=300)
-    n = parser.parse_args().episodes
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--lab", choices=LAB_POLICIES, default=DEFAULT_LAB_POLICY)
+    args = parser.parse_args()
+    n, lab = args.episodes, args.lab
     env = ReplicaLabEnv()
-    print(f"test seeds {TEST_SEEDS.start}..{TEST_SEEDS.start + n - 1}; cells show mean total (mean core)")
+    print(f"test seeds {TEST_SEEDS.start}..{TEST_SEEDS.start + n - 1}, Lab Manager scripted:{lab}; "
+          "cells show mean total (mean core)")
     print("| template | difficulty | " + " | ".join(AGENTS) + " |")
     print("|---|---|" + "---|" * len(AGENTS))
     for t in TEMPLATES:
         for d in DIFFICULTIES:
             cells = []
-            for make in AGENTS.values():
+            for name in AGENTS:
                 totals, cores = [], []
                 for seed in TEST_SEEDS[:n]:
-                    log = run_episode(env, make(seed, t, d), seed=seed, template=t, difficulty=d)
+                    log = run_episode(env, SCIENTIST_FACTORIES[name](seed, t, d), lab, seed=seed, template=t,
+                                      difficulty=d)
                     b = log.reward_breakdown
                     totals.append(log.total_reward)
                     cores.append(10 * b.rigor * b.feasibility * b.fidelity)

@@ -22,8 +22,8 @@ MAX_SPLIT_SEEDS = max(len(s) for s in SPLITS.values())
 class EvalConfig(BaseModel):
     """Agents are played as the Scientist against a fixed Lab Manager on the same seeds of one split.
 
-    ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, reader,
-    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
+    ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, a skill
+    combination, oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
     (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.  ``split``
     defaults to ``test`` (``TEST_SEEDS``, the only place test seeds are played); ``validation`` is what
     selection uses, ``train`` the training seeds.  The report states its split and seed range.
@@ -32,10 +32,12 @@ class EvalConfig(BaseModel):
     model_config = STRICT
     agents: list[str] = Field(
         default_factory=lambda: ["scripted:naive", "scripted:adaptive", "scripted:oracle"], description=(
-            "Scientist seat specs to evaluate, each once: scripted:NAME (naive, adaptive, reader, oracle, "
-            "random) or model:DIR (a checkpoint, a Hugging Face id, model:default)."))
+            "Scientist seat specs to evaluate, each once: scripted:NAME (naive, adaptive, a skill combination "
+            "such as reader or reader+defender+asker, oracle, random) or model:DIR (a checkpoint, a Hugging Face "
+            "id, model:default)."))
     lab_manager: str = Field(default="scripted", description=(
-        "The fixed Lab Manager every agent plays against: scripted or model:DIR."))
+        "The fixed Lab Manager every agent plays against: scripted (scripted:thrifty), scripted:cooperative, "
+        "scripted:thrifty or model:DIR."))
     split: Literal["validation", "test", "train"] = Field(default="test", description=(
         "Seed split played: test (TEST_SEEDS, never trained on or selected with; the final report), "
         "validation (VALIDATION_SEEDS, what selection uses) or train (TRAIN_SEEDS)."))

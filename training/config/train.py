@@ -34,17 +34,19 @@ ROLLOUT_MAX_NEW_TOKENS = 128
 
 
 class SeatsConfig(BaseModel):
-    """Who plays each role: ``policy`` (the weights being trained; both seats share them),
-    ``scripted`` (AdaptiveScientist / ScriptedLabManager), ``scripted:naive|adaptive|reader|random``
-    (scientist only) or ``model:DIR`` (a frozen checkpoint).  At least one seat is ``policy``."""
+    """Who plays each role: ``policy`` (the weights being trained; both seats share them), ``scripted``
+    (the role's default scripted agent), ``scripted:NAME`` (a named scripted agent, ``replicalab.seats``) or
+    ``model:DIR`` (a frozen checkpoint).  At least one seat is ``policy``.  Each seat trains on its own
+    role's reward."""
 
     model_config = STRICT_NUMBERS_AS_STR
     scientist: str = Field(default=POLICY, description=(
-        "Seat of the Scientist: policy (trained), scripted (AdaptiveScientist), scripted:naive|adaptive|reader|random, "
+        "Seat of the Scientist: policy (trained), scripted (scripted:adaptive), scripted:NAME (naive, adaptive, "
+        "a skill combination such as reader, defender+asker or reader+defender+asker, random), "
         "or model:DIR (a frozen checkpoint or Hugging Face id)."))
     lab_manager: str = Field(default=SCRIPTED, description=(
         "Seat of the Lab Manager: policy (trained, sharing the Scientist's weights if both train), scripted "
-        "(ScriptedLabManager) or model:DIR (frozen)."))
+        "(scripted:thrifty), scripted:cooperative, scripted:thrifty or model:DIR (frozen)."))
 
     @model_validator(mode="after")
     def _check(self) -> "SeatsConfig":
