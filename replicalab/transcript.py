@@ -14,6 +14,8 @@ def format_breakdown(log: EpisodeLog) -> str:
         ("core (10 x r x f x fid)", f"{10 * b.rigor * b.feasibility * b.fidelity:.3f}"),
         ("efficiency bonus", f"{b.efficiency_bonus:.3f}"), ("communication bonus", f"{b.communication_bonus:.3f}"),
     ] + [(f"penalty: {k}", f"-{v:.3f}") for k, v in b.penalties.items()] + [("total", f"{log.total_reward:.3f}")]
+    if "lab_manager" in log.role_rewards:
+        rows.append(("Lab Manager's own reward", f"{log.role_rewards['lab_manager']:.3f}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v:>8}" for k, v in rows)
 
