@@ -1,4 +1,4 @@
-"""``pip install -e .`` alone (no training extra): ``play`` and ``bench env`` work, and a command that needs the
+"""``pip install -e .`` alone (no training extra): ``play``, ``bench env`` and ``bench skills`` work, and a command that needs the
 training extra says so in one line.  The extra's packages are hidden from a fresh interpreter."""
 
 from __future__ import annotations
@@ -30,13 +30,17 @@ def run_without_extra(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def test_play_and_bench_env_need_only_the_core_install(tmp_path: Path) -> None:
+def test_play_and_bench_env_and_skills_need_only_the_core_install(tmp_path: Path) -> None:
     played = run_without_extra("play", "--seed", "3", "--scientist", "scripted:reader", "--json")
     assert played.returncode == 0, played.stderr
     assert '"agreement_reached"' in played.stdout
     bench = run_without_extra("bench", "env", "--episodes", "50")
     assert bench.returncode == 0, bench.stderr
     assert "episodes" in bench.stdout
+    skills = run_without_extra("bench", "skills", "--episodes", "2")
+    assert skills.returncode == 0, skills.stderr
+    for row in ("| read | ", "| defend | ", "| ask | ", "| reader+defender+asker | ", "Lab Manager matrix", "brute-force"):
+        assert row in skills.stdout
 
 
 @pytest.mark.parametrize("args", [
