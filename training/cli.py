@@ -145,6 +145,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.agent:
         overrides.append("agents=" + json.dumps(args.agent))
+    if args.lab_manager:
+        overrides.append("lab_managers=" + json.dumps(args.lab_manager))
     for key in ("split", "episodes", "out", "backend"):
         if getattr(args, key) is not None:
             overrides.append(f"{key}={getattr(args, key)}")
@@ -162,7 +164,7 @@ def _check_eval_inputs(cfg) -> None:
     from training.errors import UserInputError
     from training.model.default import check_seat_models
 
-    check_seat_models(*cfg.agents, cfg.lab_manager)
+    check_seat_models(*cfg.agents, *cfg.lab_managers)
     out = Path(cfg.out).expanduser()
     if out.exists() and not out.is_dir():
         raise UserInputError(f"out={cfg.out} is a file; give a directory for the report")
@@ -271,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--config", default=None, help="an eval YAML (configs/eval/*.yaml)")
     ev.add_argument("--agent", action="append", type=_seat("scientist"),
                     help="the Scientist to evaluate (repeatable): " + ", ".join(seat_choices("scientist")))
+    ev.add_argument("--lab-manager", action="append", type=_seat("lab_manager"),
+                    help="a Lab Manager every agent plays against (repeatable; several give the cross-play matrix): "
+                         + ", ".join(seat_choices("lab_manager")))
     ev.add_argument("--split", choices=("validation", "test", "train"), default=None,
                     help="seed split played (default test: the final report; validation: what selection uses)")
     ev.add_argument("--episodes", type=positive_int, default=None, help="episodes per template x difficulty")

@@ -19,8 +19,18 @@ from training.config.train import WandbConfig
 MAX_SPLIT_SEEDS = max(len(s) for s in SPLITS.values())
 
 
+def _seat_list(role: str, specs: list[str], noun: str) -> list[str]:
+    """``specs`` if it names at least one valid seat of ``role``, each once (compared by canonical spelling)."""
+    if not specs:
+        raise ValueError(f"give at least one {noun}")
+    canonical = [parse_seat(role, spec).spec for spec in specs]
+    if len(set(canonical)) != len(canonical):
+        raise ValueError(f"each {noun} may be named once")
+    return specs
+
+
 class EvalConfig(BaseModel):
-    """Agents are played as the Scientist against a fixed Lab Manager on the same seeds of one split.
+    """Agents are played as the Scientist against each fixed Lab Manager seat on the same seeds of one split.
 
     ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, a skill
     combination, oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
@@ -35,9 +45,10 @@ class EvalConfig(BaseModel):
             "Scientist seat specs to evaluate, each once: scripted:NAME (naive, adaptive, a skill combination "
             "such as reader or reader+defender+asker, oracle, random) or model:DIR (a checkpoint, a Hugging Face "
             "id, model:default)."))
-    lab_manager: str = Field(default="scripted", description=(
-        "The fixed Lab Manager every agent plays against: scripted (scripted:thrifty), scripted:cooperative, "
-        "scripted:thrifty or model:DIR."))
+    lab_managers: list[str] = Field(default_factory=lambda: ["scripted"], description=(
+        "The Lab Manager seats every agent plays against, each once: scripted (scripted:thrifty), "
+        "scripted:cooperative, scripted:thrifty or model:DIR. The first is the one of the per-cell report; "
+        "with several, report.json, report.md and cross_play.png add the cross-play matrix of every pairing."))
     split: Literal["validation", "test", "train"] = Field(default="test", description=(
         "Seed split played: test (TEST_SEEDS, never trained on or selected with; the final report), "
         "validation (VALIDATION_SEEDS, what selection uses) or train (TRAIN_SEEDS)."))
@@ -75,13 +86,12 @@ class EvalConfig(BaseModel):
     @field_validator("agents")
     @classmethod
     def _agents(cls, agents: list[str]) -> list[str]:
-        if not agents:
-            raise ValueError("give at least one agent")
-        for spec in agents:
-            parse_seat("scientist", spec)
-        if len(set(agents)) != len(agents):
-            raise ValueError("each agent may be named once")
-        return agents
+        return _seat_list("scientist", agents, "agent")
+
+    @field_validator("lab_managers")
+    @classmethod
+    def _lab_managers(cls, labs: list[str]) -> list[str]:
+        return _seat_list("lab_manager", labs, "Lab Manager")
 
     @model_validator(mode="after")
     def _check(self) -> "EvalConfig":
@@ -92,7 +102,6 @@ class EvalConfig(BaseModel):
             if d not in DIFFICULTIES:
                 raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
         split_seeds(self.split, self.episodes, self.seed_offset)  # one-line error naming the valid range
-        parse_seat("lab_manager", self.lab_manager)
         if self.engine == "vllm" and self.backend != "ray":
             raise ValueError("engine=vllm runs in Ray workers: set backend=ray")
         return self

@@ -26,7 +26,8 @@ def _decoding(d: dict[str, Any] | None) -> str:
 def report_markdown(report: dict[str, Any]) -> str:
     seeds = report["seeds"]
     lines = [f"# Evaluation on the {report['split']} split",
-             f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager: {report['lab_manager']}, "
+             f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} per cell), Lab Manager of the per-cell tables: "
+             f"{report['lab_manager']}, "
              f"model decoding: {_decoding(report.get('decoding'))}. Intervals: 95% percentile bootstrap of the "
              "mean, resampling seeds within each cell. mean_reward is the Scientist's (the judge's total), "
              "lab_manager_reward the Lab Manager's own.", "",
@@ -39,11 +40,57 @@ def report_markdown(report: dict[str, Any]) -> str:
         row = [f"{a['by_cell'][cell]['mean_reward']:.2f} {_fmt(a['by_cell'][cell]['ci95'])}"
                for a in report["agents"].values()]
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _cross_play_lines(report)) + "\n"
+
+
+def _cross_play_lines(report: dict[str, Any]) -> list[str]:
+    """The cross-play matrix as a table: one row per (agent, Lab Manager) pairing."""
+    matrix = report["cross_play"]
+    lines = ["", "## Cross-play: every agent against every Lab Manager (95% bootstrap intervals)", "",
+             "| agent | Lab Manager | Scientist reward | Lab Manager reward | agreement | episodes |",
+             "|---|---|---|---|---|---|"]
+    for spec in next(iter(matrix.values())):
+        for lab, row in matrix.items():
+            p = row[spec]
+            lines.append(f"| {spec} | {lab} | {p['scientist']['mean']:.2f} {_fmt(p['scientist']['ci95'])} | "
+                         f"{p['lab_manager']['mean']:.2f} {_fmt(p['lab_manager']['ci95'])} | "
+                         f"{p['agreement_rate']:.3f} | {p['episodes']} |")
+    return lines
+
+
+def plot_cross_play(report: dict[str, Any], out: Path) -> Path:
+    """``cross_play.png``: one heatmap per role (agents x Lab Managers), each cell its mean reward."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matrix = report["cross_play"]
+    labs = list(matrix)
+    agents = list(next(iter(matrix.values())))
+    fig, axes = plt.subplots(1, 2, figsize=(4 + 2.2 * len(labs), 1.5 + 0.5 * len(agents)), squeeze=False)
+    for ax, role, title in zip(axes[0], ("scientist", "lab_manager"), ("Scientist reward", "Lab Manager reward")):
+        values = [[matrix[lab][spec][role]["mean"] for lab in labs] for spec in agents]
+        image = ax.imshow(values, cmap="viridis", aspect="auto")
+        middle = (min(map(min, values)) + max(map(max, values))) / 2
+        for i, row in enumerate(values):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="black" if v > middle else "white",
+                        fontsize=8)
+        ax.set_xticks(range(len(labs)), labs, fontsize=7, rotation=20)
+        ax.set_yticks(range(len(agents)), agents, fontsize=7)
+        ax.set_title(title)
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.suptitle(f"Cross-play on {report['split']} seeds ({report['seed_range']})", fontsize=9)
+    fig.tight_layout()
+    path = out / "cross_play.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
-    """``reward_by_cell.png`` (grouped bars with CI whiskers) and ``components.png``."""
+    """``reward_by_cell.png`` (grouped bars with CI whiskers), ``components.png`` and ``cross_play.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -80,4 +127,4 @@ def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
     paths.append(out / "components.png")
     fig.savefig(paths[1], dpi=120)
     plt.close(fig)
-    return paths
+    return paths + [plot_cross_play(report, out)]

@@ -1,10 +1,12 @@
-"""``replicalab eval``: agents as the Scientist against a fixed Lab Manager on one seed split.
+"""``replicalab eval``: agents as the Scientist against each of several fixed Lab Manager seats on one seed split.
 
 The only code that plays ``TEST_SEEDS`` (split ``test``, the default).  Writes ``report.json`` (per agent
-an ``overall`` block and a ``by_cell`` block keyed ``template/difficulty``; plus the split, its seed range
-and the seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry:
-``test/``, ``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots,
-and logs the report to W&B.  Every agent plays the same seeds, so comparisons are paired.
+an ``overall`` block and a ``by_cell`` block keyed ``template/difficulty`` against the first Lab Manager;
+``cross_play``, every (Lab Manager, agent) pairing's rewards of both roles with 95% intervals and its agreement
+rate; the split, its seed range and the seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's
+``METRIC_PREFIXES`` entry: ``test/``, ``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots
+(``cross_play.png``: the matrix as heatmaps), and logs the report to W&B.  Every pairing plays the same seeds,
+so comparisons are paired.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def agent_model_dir(spec: str) -> str | None:
     return resolve_model(seat.arg)
 
 
-def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
-    """Every job's EpisodeLog with ``spec`` in the Scientist seat (models decode as ``cfg.sampling``)."""
+def play_agent(spec: str, lab_manager: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
+    """Every job's EpisodeLog with ``spec`` in the Scientist seat against ``lab_manager`` (models decode as
+    ``cfg.sampling``)."""
     from training.model.validate import resolve_chat_template
     from training.rollout.backends import make_backend
     from training.rollout.contract import RolloutSpec
@@ -49,12 +52,12 @@ def play_agent(spec: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[Episo
     chat_template = resolve_chat_template(cfg.chat_template)
     model_dir = agent_model_dir(spec)
     if model_dir is None:
-        frozen = load_frozen([cfg.lab_manager], device="cpu", chat_template=chat_template)
-        records = play_jobs(None, jobs, scientist=spec, lab_manager=cfg.lab_manager, sampling=cfg.sampling,
+        frozen = load_frozen([lab_manager], device="cpu", chat_template=chat_template)
+        records = play_jobs(None, jobs, scientist=spec, lab_manager=lab_manager, sampling=cfg.sampling,
                             max_rounds=cfg.max_rounds, frozen=frozen)
         return [r.log for r in records]
     python, _ = worker_python(cfg.engine, cfg.vllm)
-    rollout = RolloutSpec(model=model_dir, scientist="policy", lab_manager=cfg.lab_manager, sampling=cfg.sampling,
+    rollout = RolloutSpec(model=model_dir, scientist="policy", lab_manager=lab_manager, sampling=cfg.sampling,
                           max_rounds=cfg.max_rounds, device="auto", engine=cfg.engine, vllm=cfg.vllm,
                           chat_template=chat_template)
     backend = make_backend(cfg.backend, rollout, pool=RayPool(num_workers=cfg.num_workers, python=python))
@@ -84,14 +87,32 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
     }
 
 
-def build_report(cfg: EvalConfig, played: dict[str, list[EpisodeLog]]) -> dict[str, Any]:
-    oracle = played[ORACLE]
+def pairing(logs: Sequence[EpisodeLog], samples: int) -> dict[str, Any]:
+    """One (Lab Manager, agent) pairing of the cross-play matrix: both roles' mean rewards with 95% intervals."""
+    strata = [(log.scenario_template, log.difficulty) for log in logs]
+    out: dict[str, Any] = {}
+    for role in ("scientist", "lab_manager"):
+        values = [role_reward(log, role) for log in logs]
+        out[role] = {"mean": statistics.fmean(values), "ci95": bootstrap_ci(values, samples, strata=strata)}
+    out["agreement_rate"] = statistics.fmean(float(log.agreement_reached) for log in logs)
+    out["episodes"] = len(logs)
+    return out
+
+
+def build_report(cfg: EvalConfig, played: dict[tuple[str, str], list[EpisodeLog]]) -> dict[str, Any]:
+    """The report of every (Lab Manager, agent) pairing played; the per-cell blocks are against the first Lab
+    Manager."""
+    primary = cfg.lab_managers[0]
+    oracle = played[primary, ORACLE]
     report: dict[str, Any] = {"split": cfg.split, "seed_range": cfg.seed_range, "seeds": cfg.seeds,
-                              "lab_manager": cfg.lab_manager,
+                              "lab_manager": primary, "lab_managers": cfg.lab_managers,
                               "decoding": cfg.sampling.model_dump(), "sampling_seed": cfg.sampling_seed,
-                              "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}}
-    for spec, logs in played.items():
+                              "cells": [f"{t}/{d}" for t, d in cfg.cells], "agents": {}, "cross_play": {}}
+    for (lab, spec), logs in played.items():
         if spec == ORACLE and ORACLE not in cfg.agents:
+            continue
+        report["cross_play"].setdefault(lab, {})[spec] = pairing(logs, cfg.bootstrap_samples)
+        if lab != primary:
             continue
         by_cell = {}
         for t, d in cfg.cells:
@@ -111,19 +132,22 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     from training.model.validate import resolve_chat_template, validate_seats
     from training.tracking import RunLogger
 
-    validate_seats([*cfg.agents, cfg.lab_manager], chat_template=resolve_chat_template(cfg.chat_template))
+    validate_seats([*cfg.agents, *cfg.lab_managers], chat_template=resolve_chat_template(cfg.chat_template))
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = episode_jobs(cfg.cells, cfg.seeds)
-    played: dict[str, list[EpisodeLog]] = {}
+    played: dict[tuple[str, str], list[EpisodeLog]] = {}
     specs = list(dict.fromkeys([*cfg.agents, ORACLE]))
-    bar = tqdm(total=len(specs) * len(jobs), desc="eval", unit="episode", disable=None if progress else True)
+    # the oracle, a reference for oracle_fraction, plays only the first Lab Manager unless it is an agent
+    pairings = [(lab, spec) for lab in cfg.lab_managers for spec in specs
+                if spec in cfg.agents or lab == cfg.lab_managers[0]]
+    bar = tqdm(total=len(pairings) * len(jobs), desc="eval", unit="episode", disable=None if progress else True)
     with bar, logging_redirect_tqdm():
-        for spec in specs:
+        for lab, spec in pairings:
             if progress:
-                log.info("evaluating %s on %d %s episodes", spec, len(jobs), cfg.split)
-            bar.set_postfix_str(spec)
-            played[spec] = play_agent(spec, cfg, jobs)
+                log.info("evaluating %s against %s on %d %s episodes", spec, lab, len(jobs), cfg.split)
+            bar.set_postfix_str(f"{spec} vs {lab}")
+            played[lab, spec] = play_agent(spec, lab, cfg, jobs)
             bar.update(len(jobs))
     report = build_report(cfg, played)
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
@@ -133,8 +157,9 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
         flat = {f"{METRIC_PREFIXES[cfg.split]}/{spec}/{k}": v for spec, a in report["agents"].items()
                 for k, v in a["overall"].items() if isinstance(v, (int, float))}
         logger.log(0, flat)
-        for spec, logs in played.items():
-            logger.log_episodes(0, logs, roles=[spec] * len(logs))
+        for (lab, spec), logs in played.items():  # labelled by agent (and Lab Manager beyond the first)
+            label = spec if lab == cfg.lab_managers[0] else f"{spec} vs {lab}"
+            logger.log_episodes(0, logs, roles=[label] * len(logs))
         for path in plots:
             logger.log_artifact(path, name=path.stem, type="plot")
         logger.log_artifact(out / "report.json", name="report", type="report")
