@@ -153,6 +153,13 @@ class GRPOParams(BaseModel):
     gradient_checkpointing: bool = Field(default=False, description=(
         "Recompute activations in the backward pass: less memory, more time (TRL's default is on; it only "
         "pays on large models)."))
+    advantage: Literal["group", "role_baseline"] = Field(default="group", description=(
+        "Each episode's advantage: group (its reward minus its GRPO group's mean, scaled as scale_rewards says) "
+        "or role_baseline (its reward minus a running mean of its role's rewards, SPIRAL's role-conditioned "
+        "advantage; not scaled)."))
+    role_baseline_decay: float = Field(default=0.9, ge=0.0, lt=1.0, description=(
+        "With advantage=role_baseline: how much of a role's baseline each generation batch keeps (the rest "
+        "moves to the role's mean reward in the batch)."))
     rollout_correction_clip: Optional[float] = Field(default=2.0, ge=1.0, description=(
         "Truncated importance-sampling correction of the rollout engine's gap: each episode's advantage is "
         "multiplied by min(clip, exp(sum over its model tokens of trainer minus rollout log-prob)); about 1 "

@@ -101,6 +101,7 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
     """The GRPO trainer: TRL's config from ``cfg.grpo``, the rows of ``data_stream``, the rollout function
     and the validation check on ``backend`` (None off the main process)."""
     from training.rollout.records import validation_slice
+    from training.trainer.advantages import RoleBaseline
     from training.trainer.grpo import EpisodeRollouts, ValidationCallback, build_trainer
 
     args = grpo_args(cfg, device=device, processes=processes)
@@ -112,4 +113,6 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
                                     seed=cfg.seed, lora=cfg.lora)
     return build_trainer(model_dir, args=args, rows=data_stream(cfg)(cfg.num_train_rows), rollouts=rollouts,
                          validation=validation, logger=logger, lora=cfg.lora,
-                         rollout_correction_clip=cfg.grpo.rollout_correction_clip, chat_template=chat_template)
+                         rollout_correction_clip=cfg.grpo.rollout_correction_clip,
+                         role_baseline=RoleBaseline(cfg.grpo.role_baseline_decay)
+                         if cfg.grpo.advantage == "role_baseline" else None, chat_template=chat_template)

@@ -11,6 +11,8 @@ Exact scoring (``ReplicaLabGRPOTrainer``): TRL 1.16 scores completions without p
 an absolute-position model's positions in a left-padded batch; the subclass passes position ids from the
 attention mask, ``disable_dropout`` keeps dropout off, and every step logs how far the trainer's log-probs
 of the sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).
+With ``grpo.advantage: role_baseline`` the advantage is the reward minus a running baseline of its role
+(``training.trainer.advantages``) instead of the group mean.
 With ``grpo.rollout_correction_clip`` each episode's advantage is reweighted by its truncated importance
 weight under the trainer's policy (``rollout_correction``; ``rollout_correction/mean`` and the share
 clipped, ``rollout_correction/clipped``): about 1 for an exact engine, a guard for one that drifts.
@@ -35,11 +37,12 @@ from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
 from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger
+from training.trainer.advantages import RoleBaseline
 from training.trainer.distributed import gather_to_main, scatter_from_main
 from training.trainer.grad_guard import NonFiniteGradGuard
 from training.trainer.weights import lora_peft_config, payload_bytes, trainer_weights
 
-REWARD_KEY = "judge_total"
+REWARD_KEY = "role_reward"
 STEP_SEED_STRIDE = 1_000_003
 #: Prefix of the periodic validation check's metrics (what sweeps and selection read).
 VALIDATION_PREFIX = f"{METRIC_PREFIXES['validation']}/"
@@ -178,6 +181,8 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     metric_sink = None
     #: ``grpo.rollout_correction_clip`` (None: advantages are not reweighted).
     rollout_correction_clip: Optional[float] = None
+    #: ``grpo.advantage: role_baseline``: the running baseline per role (None: GRPO's group advantage).
+    role_baseline: Optional[RoleBaseline] = None
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
         return super()._get_per_token_logps_and_entropies(
@@ -185,6 +190,8 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
+        if self.role_baseline is not None:
+            output["advantages"] = self._role_advantages(inputs).to(output["advantages"])
         rollout = output.get("sampling_per_token_logps")
         if rollout is None:
             return output
@@ -216,6 +223,17 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
         if self.metric_sink is not None:
             self.metric_sink(self.state.global_step, metrics)
         return output
+
+    def _role_advantages(self, inputs) -> torch.Tensor:
+        """This process's share of the step's advantages under the role baseline: every process gathers the
+        whole step's rewards and roles (in process order) and updates the same baselines."""
+        from accelerate.utils import gather_object
+
+        local = [(float(row[REWARD_KEY]), row["role"]) for row in inputs]
+        everyone = gather_object(local) if self.accelerator.num_processes > 1 else local
+        advantages = self.role_baseline.advantages([r for r, _ in everyone], [role for _, role in everyone])
+        start = self.accelerator.process_index * len(local)
+        return torch.tensor(advantages[start:start + len(local)], dtype=torch.float32)
 
 
 def _step_timing(records: Sequence[RolloutRecord], sync_s: float, rollout_s: float) -> dict[str, float]:
@@ -335,7 +353,8 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
 
 def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], rollouts: EpisodeRollouts,
                   validation: ValidationCallback, logger: RunLogger, lora: LoraConfig,
-                  rollout_correction_clip: Optional[float], chat_template: str | None = None) -> GRPOTrainer:
+                  rollout_correction_clip: Optional[float], role_baseline: Optional[RoleBaseline] = None,
+                  chat_template: str | None = None) -> GRPOTrainer:
     """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
     With several learner processes every process builds one; the rollouts, validation and logger of the
     processes other than the main one hold no backend and a ``NullRunLogger``."""
@@ -352,9 +371,11 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
         processing_class=tokenizer,
         rollout_func=rollouts,
         peft_config=lora_peft_config(lora),
-        callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts), validation],
+        callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts), validation,
+                   *([role_baseline] if role_baseline is not None else [])],
     )
     validation.trainer = trainer
     trainer.metric_sink = logger.log
     trainer.rollout_correction_clip = rollout_correction_clip
+    trainer.role_baseline = role_baseline
     return trainer

@@ -177,3 +177,35 @@ def _stop_processes_matching(pattern: str, grace_s: float = 10.0) -> None:
             return
         time.sleep(0.5)
     subprocess.run(["pkill", "-9", "-f", pattern], capture_output=True)
+
+
+def test_role_baseline_learns_and_resumes_exactly(policy_coin_model_dir, tmp_path):
+    """``grpo.advantage=role_baseline``: the run moves the weights, every checkpoint holds the baselines, and the
+    run resumed from its step-2 checkpoint (the later ones removed) ends exactly like the uninterrupted run."""
+    import torch
+    from resume_runs import comparable_rows
+
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
+
+    def config(out):
+        return load_train_config("configs/train/default.yaml", [
+            *LEARN, "grpo.advantage=role_baseline", "grpo.max_steps=3", f"model={policy_coin_model_dir}",
+            f"output_dir={out}", "run_name=rb"])
+
+    whole = config(tmp_path / "whole")
+    run_train(whole)
+    state = json.loads((whole.run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json").read_text())
+    means = state["stateful_callbacks"]["RoleBaseline"]["attributes"]["means"]
+    assert set(means) == {"scientist"} and isinstance(means["scientist"], float)
+    part = config(tmp_path / "part")
+    shutil.copytree(whole.run_dir, part.run_dir)
+    shutil.rmtree(part.run_dir / "final")
+    shutil.rmtree(part.run_dir / "checkpoints" / "checkpoint-3")
+    assert run_train(part, resume=True)["resumed_from"].endswith("checkpoint-2")
+    resumed, after = _weights(part.run_dir / "final"), _weights(whole.run_dir / "final")
+    assert all(torch.equal(resumed[k], after[k]) for k in after), "the resumed run ended with other weights"
+    for name in ("metrics.jsonl", "episodes.jsonl"):
+        assert comparable_rows(part.run_dir / name) == comparable_rows(whole.run_dir / name), name
+    before = _weights(policy_coin_model_dir)
+    assert any(not torch.equal(before[k], after[k]) for k in after)
