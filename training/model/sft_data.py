@@ -27,8 +27,8 @@ from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
 from replicalab.render import suggestion_in
-from replicalab.seats import PRIVILEGED_SCIENTISTS
 from replicalab.scenarios import cells
+from replicalab.seats import PRIVILEGED_SCIENTISTS
 
 Example = dict[str, list[dict[str, str]]]
 #: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
