@@ -36,6 +36,7 @@ from training.cluster.memory import (
 )
 from training.cluster.resources import ClusterResources
 from training.config.placement import AUTO
+from training.config.pool import SNAPSHOT
 from training.config.train import TrainConfig
 from training.errors import UserInputError
 
@@ -288,7 +289,11 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
 
     weights_gib = p.model_memory_gib or (param_count * dtype_bytes / GIB if param_count else None)
     params = param_count or (int(p.model_memory_gib * GIB / dtype_bytes) if p.model_memory_gib else None)
-    frozen = len({s for s in (cfg.seats.scientist, cfg.seats.lab_manager) if s.startswith(MODEL_PREFIX)})
+    frozen = len({s for s in (cfg.seats.scientist, cfg.seats.lab_manager, *cfg.seats.pool_seats)
+                  if s.startswith(MODEL_PREFIX)})
+    snapshots = cfg.seats.snapshots.keep if any(m.seat.strip() == SNAPSHOT for ms in cfg.seats.pools.values()
+                                                 for m in ms) else 0
+    frozen += snapshots  # each snapshot of the policy is one more copy in every process that plays
     context = context_tokens(g_cfg.max_completion_length, cfg.rollout.max_rounds, cfg.rollout.sampling.max_new_tokens)
 
     def kv(episodes: int) -> float:
@@ -342,7 +347,8 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
     elif shape is None and (k or g):
         notes.append("KV cache and activations are rough fractions of the weights (no config.json shape)")
     if frozen:
-        notes.append(f"{frozen} frozen opponent model(s) counted at the policy's size")
+        notes.append(f"{frozen} frozen opponent model(s) counted at the policy's size"
+                     + (f" ({snapshots} of them snapshots of the policy)" if snapshots else ""))
     return PlacementPlan(cluster=cluster, strategy=p.strategy, backend=cfg.rollout.backend, max_wait_s=p.max_wait_s,
                          trainer_gpus=k, gpus_per_worker=g, cpus_per_worker=c, learners=learners, workers=workers,
                          gpu_loads=tuple(loads), params=params, dtype_bytes=dtype_bytes, lora=lora, sharded=sharded,

@@ -20,6 +20,7 @@ from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
 from training.config.loading import STRICT_NUMBERS_AS_STR, load_config
 from training.config.model import SamplingConfig, VLLMConfig
 from training.config.placement import PlacementConfig
+from training.config.pool import SNAPSHOT, PoolMember, SnapshotConfig, check_pool
 from training.errors import UserInputError
 
 #: Where a run keeps its checkpoints (``checkpoint-N``), under the run directory.
@@ -47,6 +48,12 @@ class SeatsConfig(BaseModel):
     lab_manager: str = Field(default=SCRIPTED, description=(
         "Seat of the Lab Manager: policy (trained, sharing the Scientist's weights if both train), scripted "
         "(scripted:thrifty), scripted:cooperative, scripted:thrifty or model:DIR (frozen)."))
+    pools: dict[Literal["scientist", "lab_manager"], list[PoolMember]] = Field(default_factory=dict, description=(
+        "Opponent pools: pools.ROLE lists who plays ROLE in the episodes the other (trained) seat learns from, "
+        "each drawn per GRPO group with its weight (training.config.pool). A role without a pool is played "
+        "by its seat."))
+    snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig, description=(
+        "Frozen snapshots of the policy that pools draw as 'snapshot'."))
 
     @model_validator(mode="after")
     def _check(self) -> "SeatsConfig":
@@ -54,7 +61,19 @@ class SeatsConfig(BaseModel):
             parse_seat(role, getattr(self, role), training=True)
         if not self.trained_roles:
             raise ValueError("at least one seat must be 'policy' (the weights being trained)")
+        for role, members in self.pools.items():
+            other = next(r for r in ROLES if r != role)
+            if other not in self.trained_roles:
+                raise ValueError(f"seats.pools.{role} plays against the trained {other}, but seats.{other} is "
+                                 f"not policy")
+            check_pool(role, members, self.snapshots)
         return self
+
+    @property
+    def pool_seats(self) -> tuple[str, ...]:
+        """Every seat spec a pool may draw, snapshots aside (the ``model:`` ones are loaded as frozen opponents)."""
+        return tuple(dict.fromkeys(m.seat.strip() for members in self.pools.values() for m in members
+                                   if m.seat.strip() != SNAPSHOT))
 
     @property
     def trained_roles(self) -> tuple[str, ...]:

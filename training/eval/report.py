@@ -44,8 +44,10 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 
 def _cross_play_lines(report: dict[str, Any]) -> list[str]:
-    """The cross-play matrix as a table: one row per (agent, Lab Manager) pairing."""
-    matrix = report["cross_play"]
+    """The cross-play matrix as a table: one row per (agent, Lab Manager) pairing (none without a matrix)."""
+    matrix = report.get("cross_play")
+    if not matrix:
+        return []
     lines = ["", "## Cross-play: every agent against every Lab Manager (95% bootstrap intervals)", "",
              "| agent | Lab Manager | Scientist reward | Lab Manager reward | agreement | episodes |",
              "|---|---|---|---|---|---|"]

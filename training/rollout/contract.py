@@ -7,8 +7,13 @@ carries only what changes from step to step: the jobs and a sampling seed (and, 
 the weights and their version)::
 
     backend.set_weights(state_numpy, version)                   # new policy weights and their version
+    backend.set_snapshots({"snapshot:8": state_at_step_8})      # frozen copies an opponent pool plays
     records = backend.collect(jobs, sampling_seed=step_seed)    # one RolloutRecord per job, in job order
     backend.close()
+
+Snapshots are frozen copies of the policy (``SNAPSHOT_PREFIX`` + the step they were taken at): each is its own
+model, loaded once from the checkpoint and the snapshot's weights, and never receives ``set_weights``.  A job
+whose ``opponent`` names one plays it in the other role's seat.
 
 Seeding: shard ``k`` of a collect samples with seed ``sampling_seed * SHARD_SEED_STRIDE + k``
 (``RolloutSpec.shard_sampling``; the in-process backend is shard 0), so a step is reproducible for a
@@ -40,6 +45,8 @@ GROUP_CUT_TOLERANCE = 0.25
 SHARD_SEED_STRIDE = 1024
 #: The generation engines a rollout worker can run (``rollout.engine``).
 Engine = Literal["hf", "vllm"]
+#: A snapshot of the policy is named ``snapshot:STEP`` (the step whose weights it froze).
+SNAPSHOT_PREFIX = "snapshot:"
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class RolloutSpec:
     engine: Engine = "hf"
     vllm: Optional[VLLMConfig] = None
     chat_template: Optional[str] = None
+    opponents: tuple[str, ...] = ()
 
     @property
     def seats(self) -> dict[str, str]:
@@ -70,7 +78,8 @@ class RolloutSpec:
     @property
     def frozen(self) -> tuple[str, ...]:
         """The ``model:`` seats: frozen opponents every player of this spec loads once."""
-        return tuple(dict.fromkeys(s for s in (self.scientist, self.lab_manager) if s.startswith(MODEL_PREFIX)))
+        seats = (self.scientist, self.lab_manager, *self.opponents)
+        return tuple(dict.fromkeys(s for s in seats if s.startswith(MODEL_PREFIX)))
 
     def shard_sampling(self, shard_seed: Optional[int]) -> SamplingConfig:
         """The spec's sampling, reseeded for one shard of one collect (unchanged when ``shard_seed`` is None)."""
@@ -97,6 +106,9 @@ class Backend(Protocol):
 
     def set_weights(self, state: Mapping[str, Any], version: int) -> None:
         """Load new policy weights (numpy arrays or tensors) and tag later records with ``version``."""
+
+    def set_snapshots(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
+        """Hold exactly these frozen snapshots of the policy (name -> weights): load the new ones, drop the rest."""
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs``; one record per job, in job order, every job exactly once."""
@@ -147,3 +159,4 @@ def check_complete(jobs: Sequence[EpisodeJob], records: Mapping[int, RolloutReco
     if any(rec.job != job for rec, job in zip(ordered, jobs)):
         raise AssertionError("a record carries a different job than the one it was keyed under")
     return ordered
+

@@ -13,11 +13,11 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from training.config.model import VLLMConfig
 from training.errors import UserInputError
-from training.rollout.contract import RolloutSpec
+from training.rollout.contract import SNAPSHOT_PREFIX, RolloutSpec
 
 logger = logging.getLogger(__name__)
 
@@ -86,3 +86,17 @@ def make_policy(spec: RolloutSpec) -> Any:
     from training.rollout.policy import PolicyModel
 
     return PolicyModel(spec.model, device=spec.device, chat_template=spec.chat_template)
+
+
+def update_snapshots(held: dict[str, Any], snapshots: Mapping[str, Mapping[str, Any]], spec: RolloutSpec) -> None:
+    """Make ``held`` (name -> frozen policy model) hold exactly ``snapshots``: a new name gets its own model (the
+    spec's engine, loaded from the checkpoint, then the snapshot's weights); a name no longer listed is dropped."""
+    for name in [n for n in held if n not in snapshots]:
+        del held[name]
+    for name, state in snapshots.items():
+        if name not in held:
+            if not name.startswith(SNAPSHOT_PREFIX):
+                raise ValueError(f"a snapshot is named {SNAPSHOT_PREFIX}STEP, got {name!r}")
+            model = make_policy(spec)
+            model.load_state(state, int(name[len(SNAPSHOT_PREFIX):]))
+            held[name] = model

@@ -31,6 +31,7 @@ class InProcessBackend:
         self.spec = spec
         self.policy = PolicyModel(spec.model, device=spec.device, chat_template=spec.chat_template)
         self.frozen = load_frozen(spec.frozen, spec.device, chat_template=spec.chat_template)
+        self.snapshots: dict[str, Any] = {}
         self.restarts = 0  # nothing to restart here
 
     @property
@@ -42,6 +43,12 @@ class InProcessBackend:
         """Load new weights (numpy arrays or tensors) and tag later records with ``version``."""
         self.policy.load_state(state, version)
 
+    def set_snapshots(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
+        """Hold exactly these frozen snapshots (``training.rollout.engines.update_snapshots``)."""
+        from training.rollout.engines import update_snapshots
+
+        update_snapshots(self.snapshots, snapshots, self.spec)
+
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs``; one record per job, in job order."""
         from training.rollout.play import play_shard
@@ -49,10 +56,11 @@ class InProcessBackend:
         check_unique_job_ids(jobs)
         if not jobs:
             return []
-        records = play_shard(self.policy, jobs, self.spec, seed=shard_seed(sampling_seed, 0), frozen=self.frozen,
-                             weights_version=self.version, worker=INPROCESS_WORKER)
+        records = play_shard(self.policy, jobs, self.spec, seed=shard_seed(sampling_seed, 0),
+                             frozen={**self.frozen, **self.snapshots}, weights_version=self.version,
+                             worker=INPROCESS_WORKER)
         return check_complete(jobs, {rec.job.job_id: rec for rec in records})
 
     def close(self) -> None:
         """Nothing to release beyond memory; drops the model references."""
-        self.frozen = {}
+        self.frozen, self.snapshots = {}, {}

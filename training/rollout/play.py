@@ -139,15 +139,17 @@ def play_jobs(
     sampling: SamplingConfig, max_rounds: int = 6, frozen: Optional[Mapping[str, PolicyModel]] = None,
     weights_version: int = -1, worker: str = "inprocess",
 ) -> list[RolloutRecord]:
-    """Play every job; return one RolloutRecord per job, in job order.
+    """Play every job; return one RolloutRecord per job, in job order.  A job with an ``opponent`` plays it in
+    the other role's seat (a scripted agent, or a model in ``frozen``: a ``model:`` seat or a snapshot).
 
     Each record's ``timing`` holds this call's ``generate_s`` (time inside model generation) and
     ``total_s`` (the whole call), for the step-time breakdown."""
     start = time.perf_counter()
     generate_s = 0.0
-    specs = {"scientist": scientist, "lab_manager": lab_manager}
+    base = {"scientist": scientist, "lab_manager": lab_manager}
+    per_job = [_job_seats(base, job) for job in jobs]
     models: dict[str, PolicyModel] = dict(frozen or {})
-    if POLICY in specs.values():
+    if any(POLICY in specs.values() for specs in per_job):
         if policy is None:
             raise ValueError("a seat is 'policy' but no policy model was given")
         models[POLICY] = policy
@@ -155,7 +157,7 @@ def play_jobs(
     seats: list[dict[str, ModelSeat]] = []
     for i, job in enumerate(jobs):
         agents = {}
-        for role, spec in specs.items():
+        for role, spec in per_job[i].items():
             if spec in models:
                 agents[role] = EXTERNAL
             elif spec.startswith(MODEL_PREFIX):
@@ -171,12 +173,12 @@ def play_jobs(
         by_model: dict[str, list[tuple[int, list[int]]]] = {}
         for i in sorted(pending):
             role = pending[i].role
-            ids = seat_prompt(models[specs[role]], seats[i][role], pending[i].observation, sampling)
+            ids = seat_prompt(models[per_job[i][role]], seats[i][role], pending[i].observation, sampling)
             if ids is None:
                 _advance(loops, i, InvalidAction(role=role, error=CONTEXT_EXHAUSTED), pending, logs)
                 seats[i][role].parse_failures += 1
             else:
-                by_model.setdefault(specs[role], []).append((i, ids))
+                by_model.setdefault(per_job[i][role], []).append((i, ids))
         for name, batch in by_model.items():
             tick = time.perf_counter()
             outputs = models[name].generate_ids([ids for _, ids in batch], sampling)
@@ -188,7 +190,16 @@ def play_jobs(
                 seats[i][role].parse_failures += isinstance(action, InvalidAction)
                 _advance(loops, i, action, pending, logs)
     timing = {"generate_s": generate_s, "total_s": time.perf_counter() - start}
-    return [_record(job, logs[i], seats[i], specs, weights_version, worker, timing) for i, job in enumerate(jobs)]
+    return [_record(job, logs[i], seats[i], per_job[i], weights_version, worker, timing)
+            for i, job in enumerate(jobs)]
+
+
+def _job_seats(base: Mapping[str, str], job: EpisodeJob) -> dict[str, str]:
+    """Role -> seat spec for one job: the collect's seats, the other role's replaced by the job's ``opponent``."""
+    seats = dict(base)
+    if job.opponent:
+        seats[next(role for role in seats if role != job.role)] = job.opponent
+    return seats
 
 
 def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: int, worker: str,

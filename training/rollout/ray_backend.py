@@ -66,6 +66,7 @@ class RayBackend:
         self.placed: Optional[PlacedGroup] = None
         self.workers: list[Any] = []
         self._state_ref: Any = None  # the current weights in the object store (for replacements)
+        self._snapshot_refs: dict[str, Any] = {}  # the frozen snapshots in the object store, by name
         num_gpus = pool.num_gpus_per_worker
         try:
             if pool.plan_for is not None:  # planned (and refused, if it cannot work) before any model loads
@@ -111,6 +112,8 @@ class RayBackend:
                              num_gpus=self._num_gpus, options=options, python=self.pool.python)
         if self._state_ref is not None:
             worker.set_weights.remote(self._state_ref, self.version)  # queued before any collect
+        if self._snapshot_refs:
+            self._send_snapshots(worker)
         return worker, name
 
     def _wait_ready(self, workers: Sequence[Any]) -> list[dict[str, Any]]:
@@ -167,7 +170,30 @@ class RayBackend:
 
         self._state_ref = ray.put(dict(state))
         self.version = version
-        pending = {w.set_weights.remote(self._state_ref, version): slot for slot, w in enumerate(self.workers)}
+        self._broadcast(lambda w: w.set_weights.remote(self._state_ref, version),
+                        lambda w: w.weights_version.remote(), version, f"while loading weights version {version}")
+
+    def set_snapshots(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
+        """Every worker holds exactly these frozen snapshots (each put into the object store once, when new); a
+        replacement worker loads them after the weights."""
+        import ray
+
+        self._snapshot_refs = {name: self._snapshot_refs.get(name) or ray.put(dict(state))
+                               for name, state in snapshots.items()}
+        names = sorted(self._snapshot_refs)
+        self._broadcast(lambda w: self._send_snapshots(w), lambda w: self._send_snapshots(w), names,
+                        f"while loading snapshots {names}")
+
+    def _send_snapshots(self, worker: Any) -> Any:
+        names = sorted(self._snapshot_refs)
+        return worker.set_snapshots.remote(names, *(self._snapshot_refs[n] for n in names))
+
+    def _broadcast(self, call: Any, confirm: Any, expected: Any, during: str) -> None:
+        """``call(worker)`` on every worker, each result checked against ``expected``; a worker that dies is
+        replaced (its replacement is set up by ``_spawn``), then ``confirm(worker)`` asks it again."""
+        import ray
+
+        pending = {call(w): slot for slot, w in enumerate(self.workers)}
         failures = 0
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)
@@ -176,14 +202,13 @@ class RayBackend:
                 got = ray.get(ref)
             except _worker_failures() as error:
                 failures += 1
-                during = f"while loading weights version {version}"
                 self._replace(slot, error, during)
                 if failures > self.max_restarts:
                     raise self._give_up(failures, error, during) from error
-                pending[self.workers[slot].weights_version.remote()] = slot  # queued after its set_weights
+                pending[confirm(self.workers[slot])] = slot  # queued after its setup
                 continue
-            if got != version:
-                raise RuntimeError(f"worker {self.names[slot]} reports weights version {got}, expected {version}")
+            if got != expected:
+                raise RuntimeError(f"worker {self.names[slot]} reports {got} {during}, expected {expected}")
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs`` on the pool; one record per job, in job order, each job exactly once."""

@@ -14,7 +14,8 @@ from replicalab.seeds import split_seeds
 @dataclass(frozen=True)
 class EpisodeJob:
     """One episode to play.  ``role`` is the seat whose trajectory is wanted; ``group`` is the GRPO
-    group (same seed, role and opponent); ``job_id`` is unique within a rollout step."""
+    group (same seed, role and opponent); ``job_id`` is unique within a rollout step; ``opponent`` is the
+    seat spec of the other role for this episode (drawn from an opponent pool; ``""``: the spec's seat)."""
 
     job_id: int
     seed: int
@@ -22,6 +23,7 @@ class EpisodeJob:
     difficulty: str
     role: AgentRole
     group: int = 0
+    opponent: str = ""
 
 
 def episode_jobs(cells: Sequence[tuple[str, str]], seeds: Iterable[int], role: AgentRole = "scientist",

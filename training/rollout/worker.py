@@ -44,6 +44,7 @@ class RolloutWorkerImpl:
         self.spec = spec
         self.policy = make_policy(spec)
         self.frozen = load_frozen(spec.frozen, spec.device, chat_template=spec.chat_template)
+        self.snapshots: dict[str, Any] = {}
         self._delay_s = 0.0
         self._crash_next = False
         self._crash_on_weights = False
@@ -64,6 +65,15 @@ class RolloutWorkerImpl:
             self.policy.load_state(state, version)
         return self.policy.weights_version
 
+    def set_snapshots(self, names: Sequence[str], *states: Mapping[str, Any]) -> list[str]:
+        """Hold exactly the frozen snapshots ``names`` (their weights in ``states``, in order); return the names."""
+        from training.rollout.engines import update_snapshots
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*not writable.*")
+            update_snapshots(self.snapshots, dict(zip(names, states, strict=True)), self.spec)
+        return sorted(self.snapshots)
+
     def weights_version(self) -> int:
         """The version of the weights this worker holds (after every queued ``set_weights``)."""
         return self.policy.weights_version
@@ -77,7 +87,7 @@ class RolloutWorkerImpl:
         and return one record per job, in order."""
         from training.rollout.play import play_shard
 
-        records = play_shard(self.policy, jobs, self.spec, seed=seed, frozen=self.frozen,
+        records = play_shard(self.policy, jobs, self.spec, seed=seed, frozen={**self.frozen, **self.snapshots},
                              weights_version=self.policy.weights_version, worker=self.name)
         if self._crash_next:
             os._exit(INJECTED_CRASH_EXIT_CODE)  # the episodes were played, then lost with the process

@@ -5,6 +5,7 @@
 
 - ``device(cfg)``: the learner's torch device (``training.rollout.policy.resolve_device``);
 - ``rollout_spec(cfg, ...)``: what every collect shares (seats, sampling, engine, limits);
+- ``opponent_pool(cfg)``: the opponent pools and the policy's snapshots (``seats.pools``);
 - ``plan_for(cfg, ...)``: the run's placement on a cluster (``training.cluster.preflight``);
 - ``make_run_backend(cfg, ...)``: the main process's rollout backend, placed per the plan;
 - ``data_stream(cfg)``: the training rows, ``n -> rows`` (``training.trainer.data.train_rows``);
@@ -43,7 +44,15 @@ def rollout_spec(cfg: TrainConfig, model_dir: str, device: str, chat_template: O
     """What every collect of the run shares: the seats, the sampling (its only copy), engine and limits."""
     return RolloutSpec(model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
                        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
-                       engine=cfg.rollout.engine, vllm=cfg.rollout.vllm, chat_template=chat_template)
+                       engine=cfg.rollout.engine, vllm=cfg.rollout.vllm, chat_template=chat_template,
+                       opponents=cfg.seats.pool_seats)
+
+
+def opponent_pool(cfg: TrainConfig):
+    """The run's ``OpponentPool`` (``seats.pools``), or None when no role has a pool."""
+    from training.trainer.pool import OpponentPool
+
+    return OpponentPool(cfg.seats.pools, cfg.seats.snapshots, cfg.seed) if cfg.seats.pools else None
 
 
 def plan_for(cfg: TrainConfig, processes: int) -> Callable[[ClusterResources], Any]:
@@ -103,10 +112,12 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
     from training.rollout.records import validation_slice
     from training.trainer.advantages import RoleBaseline
     from training.trainer.grpo import EpisodeRollouts, ValidationCallback, build_trainer
+    from training.trainer.pool import SavePoolCallback
 
     args = grpo_args(cfg, device=device, processes=processes)
+    pool = opponent_pool(cfg)
     rollouts = EpisodeRollouts(backend, logger, num_generations=cfg.grpo.num_generations, seed=cfg.seed,
-                               lora=cfg.lora)
+                               lora=cfg.lora, pool=pool)
     validates = "scientist" in cfg.seats.trained_roles
     jobs = validation_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties) if validates else []
     validation = ValidationCallback(backend, logger, jobs=jobs, every_steps=cfg.validation.every_steps,
@@ -115,4 +126,6 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
                          validation=validation, logger=logger, lora=cfg.lora,
                          rollout_correction_clip=cfg.grpo.rollout_correction_clip,
                          role_baseline=RoleBaseline(cfg.grpo.role_baseline_decay)
-                         if cfg.grpo.advantage == "role_baseline" else None, chat_template=chat_template)
+                         if cfg.grpo.advantage == "role_baseline" else None,
+                         extra_callbacks=[SavePoolCallback(pool)] if pool is not None else [],
+                         chat_template=chat_template)

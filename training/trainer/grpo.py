@@ -40,6 +40,7 @@ from training.tracking import RunLogger
 from training.trainer.advantages import RoleBaseline
 from training.trainer.distributed import gather_to_main, scatter_from_main
 from training.trainer.grad_guard import NonFiniteGradGuard
+from training.trainer.pool import OpponentPool
 from training.trainer.weights import lora_peft_config, payload_bytes, trainer_weights
 
 REWARD_KEY = "role_reward"
@@ -80,10 +81,16 @@ class EpisodeRollouts:
     same whatever the number of processes."""
 
     def __init__(self, backend: Optional[Backend], logger: RunLogger, *, num_generations: int, seed: int,
-                 lora: LoraConfig):
-        self.backend, self.logger, self.lora = backend, logger, lora
+                 lora: LoraConfig, pool: Optional[OpponentPool] = None):
+        self.backend, self.logger, self.lora, self.pool = backend, logger, lora, pool
         self.num_generations, self.seed = num_generations, seed
         self.episodes_played = 0
+        self._resumed_at: Optional[int] = None  # the first step after a resume: the restored snapshots go out
+
+    def resume(self, step: int) -> None:
+        """The run continues after ``step`` (the pool's snapshots, restored from that checkpoint, are sent with the
+        next step's weights)."""
+        self._resumed_at = step
 
     def __call__(self, prompts: Sequence[str], trainer: GRPOTrainer) -> dict[str, list]:
         step = trainer.state.global_step
@@ -97,6 +104,8 @@ class EpisodeRollouts:
               gather_s: float) -> list[dict[str, list]]:
         tick = time.perf_counter()
         self.backend.set_weights(state, step)
+        if self.pool is not None and (self.pool.take_snapshot(step, state) or step == self._resumed_at):
+            self.backend.set_snapshots(self.pool.snapshot_states())
         sync_s = gather_s + time.perf_counter() - tick
         sync_bytes = payload_bytes(state)
         g = self.num_generations
@@ -104,6 +113,10 @@ class EpisodeRollouts:
         jobs = [
             EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
         ]
+        pool_metrics = {}
+        if self.pool is not None:
+            jobs = self.pool.assign(jobs, step)
+            pool_metrics = self.pool.metrics(jobs)
         tick = time.perf_counter()
         records: list[RolloutRecord] = self.backend.collect(jobs, sampling_seed=self.seed * STEP_SEED_STRIDE + step)
         rollout_s = time.perf_counter() - tick
@@ -114,7 +127,7 @@ class EpisodeRollouts:
         self.episodes_played += len(records)
         logs = [r.log for r in records]
         self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
-                               **_trajectory_metrics(records), **self.last_timing,
+                               **_trajectory_metrics(records), **self.last_timing, **pool_metrics,
                                "rollout/weight_sync_bytes": float(sync_bytes)})
         self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
         parts, start = [], 0
@@ -354,7 +367,7 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
 def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], rollouts: EpisodeRollouts,
                   validation: ValidationCallback, logger: RunLogger, lora: LoraConfig,
                   rollout_correction_clip: Optional[float], role_baseline: Optional[RoleBaseline] = None,
-                  chat_template: str | None = None) -> GRPOTrainer:
+                  extra_callbacks: Sequence[TrainerCallback] = (), chat_template: str | None = None) -> GRPOTrainer:
     """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
     With several learner processes every process builds one; the rollouts, validation and logger of the
     processes other than the main one hold no backend and a ``NullRunLogger``."""
@@ -372,7 +385,7 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
         rollout_func=rollouts,
         peft_config=lora_peft_config(lora),
         callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts), validation,
-                   *([role_baseline] if role_baseline is not None else [])],
+                   *([role_baseline] if role_baseline is not None else []), *extra_callbacks],
     )
     validation.trainer = trainer
     trainer.metric_sink = logger.log

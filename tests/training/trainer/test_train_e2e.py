@@ -209,3 +209,40 @@ def test_role_baseline_learns_and_resumes_exactly(policy_coin_model_dir, tmp_pat
         assert comparable_rows(part.run_dir / name) == comparable_rows(whole.run_dir / name), name
     before = _weights(policy_coin_model_dir)
     assert any(not torch.equal(before[k], after[k]) for k in after)
+
+
+def test_selfplay_with_an_opponent_pool_resumes_with_the_same_opponents(policy_coin_model_dir, tmp_path):
+    """Self-play whose Lab Manager, in the Scientist's episodes, is drawn from a pool (the live policy, its
+    snapshots, the thrifty scripted lab): the pool is logged per step, its snapshots are saved in every checkpoint,
+    and a run resumed from step 2 plays the same opponents, step for step, and ends like the uninterrupted one."""
+    import torch
+    from resume_runs import comparable_rows
+
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
+
+    pools = ('seats.pools={"lab_manager": [{"seat": "policy", "weight": 1}, {"seat": "snapshot", "weight": 1}, '
+             '{"seat": "scripted:thrifty", "weight": 1}]}')
+
+    def config(out):
+        return load_train_config("configs/train/selfplay.yaml", [
+            *LEARN, pools, "seats.snapshots.every=1", "seats.snapshots.keep=2", "grpo.max_steps=3",
+            "grpo.groups_per_step=4", f"model={policy_coin_model_dir}", f"output_dir={out}", "run_name=pool"])
+
+    whole = config(tmp_path / "whole")
+    run_train(whole)
+    rows = [json.loads(line) for line in (whole.run_dir / "metrics.jsonl").read_text().splitlines()]
+    drawn = [r for r in rows if "pool/snapshots_held" in r]
+    assert [r["pool/snapshots_held"] for r in drawn] == [1.0, 2.0, 2.0]
+    assert any(k.startswith("pool/lab_manager/") for r in drawn for k in r)
+    saved = json.loads((whole.run_dir / "checkpoints" / "checkpoint-2" / "opponent_snapshots" / "pool.json").read_text())
+    assert saved["steps"] == [0, 1]
+    part = config(tmp_path / "part")
+    shutil.copytree(whole.run_dir, part.run_dir)
+    shutil.rmtree(part.run_dir / "final")
+    shutil.rmtree(part.run_dir / "checkpoints" / "checkpoint-3")
+    assert run_train(part, resume=True)["resumed_from"].endswith("checkpoint-2")
+    for name in ("metrics.jsonl", "episodes.jsonl"):
+        assert comparable_rows(part.run_dir / name) == comparable_rows(whole.run_dir / name), name
+    resumed, after = _weights(part.run_dir / "final"), _weights(whole.run_dir / "final")
+    assert all(torch.equal(resumed[k], after[k]) for k in after)
