@@ -161,3 +161,29 @@ def test_ray_workers_play_the_same_snapshot_episodes_as_the_driver(policy_wide_m
         assert [r.log for r in got] == [r.log for r in want]
     finally:
         remote.close()
+
+
+def test_every_trained_seat_is_validated_against_each_fixed_opponent():
+    from training.config.model import SamplingConfig
+    from training.rollout.play import play_jobs
+    from training.rollout.records import validation_jobs
+    from training.trainer.grpo import seat_metrics
+
+    opponents = {"scientist": ["scripted:thrifty", "scripted:cooperative"], "lab_manager": ["scripted:naive"]}
+    jobs = validation_jobs(9, ["cell_biology", "ml_benchmark", "behavioral_psychology"], ["easy", "medium", "hard"],
+                           opponents)
+    assert [j.job_id for j in jobs] == list(range(27)) and len({j.group for j in jobs}) == 27
+    assert [(j.role, j.opponent) for j in jobs[::9]] == [("scientist", "scripted:thrifty"),
+                                                          ("scientist", "scripted:cooperative"),
+                                                          ("lab_manager", "scripted:naive")]
+    assert [(j.seed, j.template, j.difficulty) for j in jobs[:9]] == [(j.seed, j.template, j.difficulty)
+                                                                        for j in jobs[9:18]]  # the same episodes
+    # scripted stand-ins for the trained seats: a reader Scientist, a thrifty Lab Manager
+    records = play_jobs(None, jobs, scientist="scripted:reader", lab_manager="scripted:thrifty",
+                        sampling=SamplingConfig(max_new_tokens=8))
+    metrics = seat_metrics(records)
+    lab = [r.log.role_rewards["lab_manager"] for r in records[18:]]
+    assert metrics["val/lab_manager/reward"] == pytest.approx(sum(lab) / len(lab))
+    assert metrics["val/lab_manager/vs/scripted:naive/reward"] == metrics["val/lab_manager/reward"]
+    assert metrics["val/scientist/vs/scripted:cooperative/reward"] > metrics["val/scientist/vs/scripted:thrifty/reward"]
+    assert metrics["val/scientist/agreement_rate"] == 1.0 and metrics["val/scientist/parse_failure_rate"] == 0.0

@@ -309,11 +309,31 @@ class ValidationConfig(BaseModel):
 
     model_config = STRICT_NUMBERS_AS_STR
     every_steps: int = Field(default=0, ge=0, description=(
-        "Optimizer steps between validation checks of the current weights as the Scientist (logged as "
-        "val/*); 0: off."))
+        "Optimizer steps between validation checks of the current weights in every trained seat (logged as "
+        "val/*, the Scientist's against the run's Lab Manager seat, and val/<role>/...); 0: off."))
     episodes: int = Field(default=27, ge=1, le=len(VALIDATION_SEEDS), description=(
-        f"Validation episodes per check, spread over the data cells from the start of VALIDATION_SEEDS "
-        f"(the same ones each time); 1..{len(VALIDATION_SEEDS)}."))
+        f"Validation episodes per check, trained seat and opponent, spread over the data cells from the start of "
+        f"VALIDATION_SEEDS (the same ones each time); 1..{len(VALIDATION_SEEDS)}."))
+    opponents: dict[Literal["scientist", "lab_manager"], list[str]] = Field(
+        default_factory=lambda: {"scientist": [SCRIPTED], "lab_manager": ["scripted:naive",
+                                                                          "scripted:reader+defender+asker"]},
+        description=(
+            "The fixed opponents each trained seat is validated against, by the seat's role: opponents.scientist "
+            "are Lab Manager seats, opponents.lab_manager Scientist seats (scripted or model:DIR). Logged per "
+            "seat and opponent: val/<role>/reward (the seat's own reward), val/<role>/agreement_rate, "
+            "val/<role>/parse_failure_rate, val/<role>/vs/<opponent>/reward."))
+
+    @model_validator(mode="after")
+    def _check_opponents(self) -> "ValidationConfig":
+        for role, seats in self.opponents.items():
+            if not seats:
+                raise ValueError(f"validation.opponents.{role} is empty: name at least one opponent")
+            other = next(r for r in ROLES if r != role)
+            for seat in seats:
+                parse_seat(other, seat, training=True)
+                if seat == POLICY:
+                    raise ValueError("validation opponents are fixed: policy is the weights being trained")
+        return self
 
 
 class LoraConfig(BaseModel):
@@ -395,6 +415,20 @@ class TrainConfig(BaseModel):
     @property
     def checkpoints_dir(self) -> Path:
         return self.run_dir / CHECKPOINTS_DIRNAME
+
+    @property
+    def validation_opponents(self) -> dict[str, list[str]]:
+        """Trained role -> the fixed opponents its validation plays (``validation.opponents``; none when off)."""
+        if not self.validation.every_steps:
+            return {}
+        return {role: list(self.validation.opponents.get(role, ())) for role in self.seats.trained_roles
+                if self.validation.opponents.get(role)}
+
+    @property
+    def opponent_seats(self) -> tuple[str, ...]:
+        """Every seat spec a job may name as its opponent: the pools' members and the validation opponents."""
+        seats = [*self.seats.pool_seats, *(s for specs in self.validation_opponents.values() for s in specs)]
+        return tuple(dict.fromkeys(seats))
 
     @property
     def num_train_rows(self) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping, Sequence
 
 from replicalab.models import EpisodeLog
 from replicalab.scenarios import cells
@@ -40,6 +40,18 @@ def validation_slice(episodes: int, templates: Sequence[str], difficulties: Sequ
     check during training; never a test seed)."""
     grid = cells(templates, difficulties)
     return episode_jobs(grid, split_seeds("validation", -(-episodes // len(grid))), limit=episodes)
+
+
+def validation_jobs(episodes: int, templates: Sequence[str], difficulties: Sequence[str],
+                    opponents: Mapping[str, Sequence[str]]) -> list[EpisodeJob]:
+    """``validation_slice`` for every (trained role, fixed opponent) in ``opponents`` (role -> the other seat's
+    specs), in that order, with unique job ids: the same episodes for every opponent."""
+    jobs: list[EpisodeJob] = []
+    for role, seats in opponents.items():
+        for seat in seats:
+            for job in validation_slice(episodes, templates, difficulties):
+                jobs.append(replace(job, job_id=len(jobs), role=role, group=len(jobs), opponent=seat))
+    return jobs
 
 
 @dataclass(frozen=True)

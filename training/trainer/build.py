@@ -45,7 +45,7 @@ def rollout_spec(cfg: TrainConfig, model_dir: str, device: str, chat_template: O
     return RolloutSpec(model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
                        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
                        engine=cfg.rollout.engine, vllm=cfg.rollout.vllm, chat_template=chat_template,
-                       opponents=cfg.seats.pool_seats)
+                       opponents=cfg.opponent_seats)
 
 
 def opponent_pool(cfg: TrainConfig):
@@ -109,7 +109,7 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
                  chat_template: Optional[str], processes: int):
     """The GRPO trainer: TRL's config from ``cfg.grpo``, the rows of ``data_stream``, the rollout function
     and the validation check on ``backend`` (None off the main process)."""
-    from training.rollout.records import validation_slice
+    from training.rollout.records import validation_jobs
     from training.trainer.advantages import RoleBaseline
     from training.trainer.grpo import EpisodeRollouts, ValidationCallback, build_trainer
     from training.trainer.pool import SavePoolCallback
@@ -118,8 +118,8 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
     pool = opponent_pool(cfg)
     rollouts = EpisodeRollouts(backend, logger, num_generations=cfg.grpo.num_generations, seed=cfg.seed,
                                lora=cfg.lora, pool=pool)
-    validates = "scientist" in cfg.seats.trained_roles
-    jobs = validation_slice(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties) if validates else []
+    jobs = validation_jobs(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties,
+                           cfg.validation_opponents)
     validation = ValidationCallback(backend, logger, jobs=jobs, every_steps=cfg.validation.every_steps,
                                     seed=cfg.seed, lora=cfg.lora)
     return build_trainer(model_dir, args=args, rows=data_stream(cfg)(cfg.num_train_rows), rollouts=rollouts,

@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from replicalab.metrics import episode_metrics
+from replicalab.metrics import role_reward as role_reward_of
 from replicalab.seeds import METRIC_PREFIXES
 from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
 from training.rollout.contract import Backend
@@ -272,8 +273,10 @@ def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
 
 class ValidationCallback(TrainerCallback):
     """Every ``every_steps`` steps: the current weights play ``jobs`` (a slice of ``VALIDATION_SEEDS``, the
-    same each time) sampled with ``seed``, logged as ``val/*``.  Evaluation only: no gradient sees these
-    episodes, and no test seed is ever played here.  ``every_steps=0`` turns it off."""
+    same each time, for every trained seat and fixed opponent: ``validation_jobs``) sampled with ``seed``,
+    logged as ``val/*`` (the Scientist's episodes against its first opponent) and ``val/<role>/...`` per seat
+    (``seat_metrics``).  Evaluation only: no gradient sees these episodes, and no test seed is ever played
+    here.  ``every_steps=0`` turns it off."""
 
     def __init__(self, backend: Optional[Backend], logger: RunLogger, *, jobs: Sequence[EpisodeJob],
                  every_steps: int, seed: int, lora: LoraConfig):
@@ -289,8 +292,27 @@ class ValidationCallback(TrainerCallback):
             return
         self.backend.set_weights(weights, state.global_step)
         records = self.backend.collect(self.jobs, sampling_seed=self.seed)
-        metrics = episode_metrics([r.log for r in records])
-        self.logger.log(state.global_step, {f"{VALIDATION_PREFIX}{k}": v for k, v in metrics.items()})
+        first = records[0].job.opponent
+        scientist = [r.log for r in records if r.job.role == "scientist" and r.job.opponent == first]
+        metrics = {f"{VALIDATION_PREFIX}{k}": v for k, v in episode_metrics(scientist).items()}
+        self.logger.log(state.global_step, {**metrics, **seat_metrics(records)})
+
+
+def seat_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
+    """Per trained seat (the records' ``job.role``): its own reward, agreement and parse failures over all its
+    validation episodes, and its reward against each opponent (``val/<role>/vs/<opponent>/reward``)."""
+    out: dict[str, float] = {}
+    for role in dict.fromkeys(r.job.role for r in records):
+        mine = [r for r in records if r.job.role == role]
+        turns = [t for r in mine for t in r.log.turns if t.role == role]
+        prefix = f"{VALIDATION_PREFIX}{role}/"
+        out[prefix + "reward"] = sum(role_reward_of(r.log, role) for r in mine) / len(mine)
+        out[prefix + "agreement_rate"] = sum(r.log.agreement_reached for r in mine) / len(mine)
+        out[prefix + "parse_failure_rate"] = sum(t.action is None for t in turns) / max(1, len(turns))
+        for opponent in dict.fromkeys(r.job.opponent for r in mine):
+            against = [role_reward_of(r.log, role) for r in mine if r.job.opponent == opponent]
+            out[f"{prefix}vs/{opponent}/reward"] = sum(against) / len(against)
+    return out
 
 
 class LoggerCallback(TrainerCallback):

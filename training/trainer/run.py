@@ -69,7 +69,7 @@ def check_models(cfg: TrainConfig) -> None:
     from training.model.default import check_model_path, check_seat_models
 
     check_model_path(cfg.model)
-    check_seat_models(cfg.seats.scientist, cfg.seats.lab_manager, *cfg.seats.pool_seats)
+    check_seat_models(cfg.seats.scientist, cfg.seats.lab_manager, *cfg.opponent_seats)
 
 
 def _find_checkpoint(cfg: TrainConfig, resume: bool) -> tuple[Path | None, dict[str, Any]]:
@@ -103,7 +103,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     checkpoint, manifest = run_on_main(lambda: _find_checkpoint(cfg, resume), share=True)
     chat_template = resolve_chat_template(cfg.chat_template)
     model_dir = validate_model(cfg.model, chat_template=chat_template)
-    validate_seats([cfg.seats.scientist, cfg.seats.lab_manager, *cfg.seats.pool_seats], chat_template=chat_template)
+    validate_seats([cfg.seats.scientist, cfg.seats.lab_manager, *cfg.opponent_seats], chat_template=chat_template)
     from training.rollout.engines import worker_python
 
     python = run_on_main(lambda: worker_python(cfg.rollout.engine, cfg.rollout.vllm)[0])  # the workers' interpreter
