@@ -28,6 +28,9 @@ CURVES: tuple[tuple[str, str, str], ...] = (
 #: The validation check's reward (logged every ``validation.every_steps``).
 VALIDATION_REWARD = "val/reward/mean"
 CURVE_PNG = "learning_curve.png"
+#: Each trained seat against its fixed validation opponents (``val/<role>/...``), drawn when the run logged them.
+SEATS_PNG = "seats_curve.png"
+ROLE_NAMES = {"scientist": "Scientist", "lab_manager": "Lab Manager"}
 
 
 def learning_curve(run_dir: Path | str) -> list[dict[str, float]]:
@@ -102,6 +105,58 @@ def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: i
         axis.legend(fontsize=7)
         axis.grid(alpha=0.3)
     top.set_title("Learning curve")
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def seat_table(rows: list[dict[str, float]]) -> str:
+    """A markdown table of every per-seat validation check: step, then each seat's own reward, agreement rate and
+    parse failure rate against its fixed opponents."""
+    roles = [r for r in ROLE_NAMES if any(f"val/{r}/reward" in row for row in rows)]
+    keys = [(r, k) for r in roles for k in ("reward", "agreement_rate", "parse_failure_rate")]
+    head = ["step", *(f"{ROLE_NAMES[r]} {k.replace('_', ' ')}" for r, k in keys)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        if any(f"val/{r}/reward" in row for r in roles):
+            cells = [str(int(row["step"]))] + [f"{row[f'val/{r}/{k}']:.3f}" if f"val/{r}/{k}" in row else "-"
+                                               for r, k in keys]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_seat_curves(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
+    """Draw, per trained seat, its own validation reward against its fixed opponents, the agreement rate and the
+    parse failure rate (validation checks; the training episodes' per-role parse failures as a ``window``-step
+    average) into ``out``.  None when the run logged no per-seat validation."""
+    roles = [r for r in ROLE_NAMES if any(f"val/{r}/reward" in row for row in rows)]
+    if not roles:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
+    for role in roles:
+        name = ROLE_NAMES[role]
+        for axis, key in zip(axes, ("reward", "agreement_rate", "parse_failure_rate")):
+            checks = [(row["step"], row[f"val/{role}/{key}"]) for row in rows if f"val/{role}/{key}" in row]
+            if checks:
+                axis.plot(*zip(*checks), "o-", label=f"{name} (validation)")
+        train = f"by_role/{role}/parse_failure_rate"
+        xs = [row["step"] for row in rows if train in row]
+        ys = [_window_mean([r for r in rows if xs and x - window < r["step"] <= x], train, "episode/count") for x in xs]
+        if xs:
+            axes[2].plot(xs, ys, "--", label=f"{name} (training episodes)")
+    for axis, label in zip(axes, ("own reward vs fixed opponents", "agreement rate", "parse failure rate")):
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    axes[2].set_xlabel("step")
+    axes[0].set_title("Each seat against fixed opponents on validation seeds")
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out, dpi=120)

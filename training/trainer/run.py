@@ -24,7 +24,7 @@ from training.errors import UserInputError
 from training.tracking import WANDB_DIRNAME, WANDB_ID_FILE
 from training.trainer import build
 from training.trainer.checkpoints import CHECKPOINT_PREFIX, checkpoints, resume_checkpoint
-from training.trainer.curve import CURVE_PNG, learning_curve, plot_learning_curve
+from training.trainer.curve import CURVE_PNG, SEATS_PNG, learning_curve, plot_learning_curve, plot_seat_curves
 from training.trainer.export import save_final
 
 logger = logging.getLogger(__name__)
@@ -139,7 +139,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                                           command or DEFAULT_RESUME_COMMAND)
             # drawn before the final save, whose collectives the other processes wait in: a main process still
             # busy after they exit can race their teardown
-            curve = plot_learning_curve(learning_curve(run_dir), run_dir / CURVE_PNG) if learner.is_main else None
+            curve = seats = None
+            if learner.is_main:
+                rows = learning_curve(run_dir)
+                curve = plot_learning_curve(rows, run_dir / CURVE_PNG)
+                seats = plot_seat_curves(rows, run_dir / SEATS_PNG)
             final = run_dir / FINAL_DIR
             save_final(trainer, model_dir, final, chat_template=chat_template)
             if not learner.is_main:
@@ -153,6 +157,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                 "worker_restarts": getattr(backend, "restarts", 0),
                 "learner_processes": learner.world_size,
                 "learning_curve": str(curve) if curve else None,
+                "seats_curve": str(seats) if seats else None,
             }
             sink.summary(summary)
     finally:

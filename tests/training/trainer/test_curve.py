@@ -48,3 +48,19 @@ def test_plot_is_written(tmp_path: Path) -> None:
     out = plot_learning_curve(learning_curve(tmp_path), tmp_path / "curve.png", window=2)
     assert out is not None and out.stat().st_size > 1000
     assert plot_learning_curve([], tmp_path / "none.png") is None
+
+
+def test_seat_curves_draw_each_trained_seat_against_fixed_opponents(tmp_path):
+    from training.trainer.curve import plot_seat_curves, seat_table
+
+    rows = [{"step": s, "episode/count": 8.0, "by_role/scientist/parse_failure_rate": 0.1,
+             "by_role/lab_manager/parse_failure_rate": 0.3} for s in range(1, 9)]
+    for row in rows[3::4]:
+        row.update({"val/scientist/reward": 5.0 + row["step"] / 8, "val/scientist/agreement_rate": 0.9,
+                    "val/scientist/parse_failure_rate": 0.05, "val/lab_manager/reward": 2.0,
+                    "val/lab_manager/agreement_rate": 0.8, "val/lab_manager/parse_failure_rate": 0.2})
+    table = seat_table(rows)
+    assert table.splitlines()[0].startswith("| step | Scientist reward |") and "Lab Manager reward" in table
+    assert len(table.splitlines()) == 4 and "| 4 | 5.500 | 0.900 | 0.050 | 2.000 |" in table
+    assert plot_seat_curves(rows, tmp_path / "seats.png").stat().st_size > 1000
+    assert plot_seat_curves([{"step": 1, "reward/mean": 1.0}], tmp_path / "none.png") is None
