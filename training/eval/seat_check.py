@@ -6,7 +6,8 @@ Lab Manager against ``AdaptiveScientist``, on every seed x template x difficulty
 decoding.  Per seat it reports the share of model turns that parse into a valid action
 (``parse_rate = 1 - parse failures / model turns``, from the trajectories), the share of the seat's
 turns the env accepted (``valid_turn_rate``), and mean rewards next to scripted baselines played on
-the very same scenarios.  It selects (the default-model build check, config probes), so callers pass
+the very same scenarios (each seat's own reward: the judge's total for the Scientist, the lab's own for the
+Lab Manager).  It selects (the default-model build check, config probes), so callers pass
 ``VALIDATION_SEEDS`` (``replicalab.seeds.split_seeds("validation", n)``), never test seeds.
 """
 
@@ -21,6 +22,7 @@ from typing import Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict
 
 from replicalab import DIFFICULTIES, TEMPLATES, TEST_SEEDS
+from replicalab.metrics import role_reward
 from replicalab.scenarios import cells
 from replicalab.seats import POLICY, AgentRole
 from training.config.model import SamplingConfig
@@ -70,8 +72,9 @@ class ModelEvaluation(BaseModel):
     seconds: float
 
 
-def _mean_reward(records: Sequence[RolloutRecord]) -> float:
-    return mean(r.log.total_reward for r in records) if records else 0.0
+def _mean_reward(records: Sequence[RolloutRecord], role: str) -> float:
+    """The mean of ``role``'s own reward (``EpisodeLog.role_rewards``) over ``records``."""
+    return mean(role_reward(r.log, role) for r in records) if records else 0.0
 
 
 def seat_report(role: AgentRole, records: Sequence[RolloutRecord], baseline_name: str,
@@ -81,7 +84,7 @@ def seat_report(role: AgentRole, records: Sequence[RolloutRecord], baseline_name
     turns = sum(t.turns for t in trajectories)
     failures = sum(t.parse_failures for t in trajectories)
     logged = [t for r in records for t in r.log.turns if t.role == role]
-    by_difficulty = {d: _mean_reward([r for r in records if r.job.difficulty == d])
+    by_difficulty = {d: _mean_reward([r for r in records if r.job.difficulty == d], role)
                      for d in DIFFICULTIES if any(r.job.difficulty == d for r in records)}
     return SeatReport(
         role=role,
@@ -90,7 +93,7 @@ def seat_report(role: AgentRole, records: Sequence[RolloutRecord], baseline_name
         parse_failures=failures,
         parse_rate=1.0 - failures / max(1, turns),
         valid_turn_rate=sum(t.error is None for t in logged) / max(1, len(logged)),
-        mean_reward=_mean_reward(records),
+        mean_reward=_mean_reward(records, role),
         mean_reward_by_difficulty=by_difficulty,
         agreement_rate=mean(float(r.log.agreement_reached) for r in records) if records else 0.0,
         baseline_name=baseline_name,
@@ -141,7 +144,7 @@ def evaluate_model_seats(
                     role, len(jobs))
         records = _play(policy, jobs, scientist, lab_manager, sampling, batch_size)
         name, spec = baselines[role]
-        baseline = _mean_reward(_play(None, jobs, spec, "scripted", sampling, batch_size))
+        baseline = _mean_reward(_play(None, jobs, spec, "scripted", sampling, batch_size), role)
         reports[role] = seat_report(role, records, name, baseline)  # type: ignore[arg-type]
     return ModelEvaluation(
         model=str(policy.name_or_path),

@@ -209,6 +209,14 @@ def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
         assert seat.episodes == 2 and seat.model_turns >= 2
         assert 0.0 <= seat.parse_rate <= 1.0 and seat.parse_failures <= seat.model_turns
     assert report.naive_scientist_mean_reward == report.scientist.baseline_mean_reward
+    from replicalab import ReplicaLabEnv, run_episode
+    from replicalab.agents import AdaptiveScientist
+
+    lab = [run_episode(ReplicaLabEnv(), AdaptiveScientist(), seed=s, template=TEMPLATES[0], difficulty=d)
+           for d in ("easy", "hard") for s in VALIDATION_SEEDS[:1]]
+    # each seat is measured by its own reward: the Lab Manager's baseline is the scripted lab's own reward
+    assert report.lab_manager.baseline_mean_reward == pytest.approx(
+        sum(log.role_rewards["lab_manager"] for log in lab) / len(lab))
 
 
 def test_language_model_phase_masks_by_seat() -> None:
