@@ -25,7 +25,7 @@ from __future__ import annotations
 from replicalab.judge import REWARD_SPEC_VERSION, EpisodeFacts, judge, unknown_ids
 from replicalab.judge.constants import RATIONALE_WORD_LIMIT
 from replicalab.lab.answers import ANSWERS_PREFIX, answer_questions
-from replicalab.lab.feasibility import FeasibilityReport, check_feasibility, plan_cost
+from replicalab.lab.feasibility import Feasibility, FeasibilityReport, plan_cost
 from replicalab.models import (
     ConversationEntry,
     EpisodeLog,
@@ -40,6 +40,7 @@ from replicalab.models import (
     StepInfo,
     StepResult,
     TurnRecord,
+    trusted,
 )
 from replicalab.models import (
     LabManagerActionType as LA,
@@ -55,6 +56,17 @@ DEFAULT_MAX_ROUNDS = 6
 MAX_CONSECUTIVE_INVALID = 2
 
 
+def _flags(a: LabManagerAction) -> tuple[bool, ...]:
+    """The five flags of ``a``, in ``FeasibilityReport.flags`` order."""
+    return a.budget_ok, a.equipment_ok, a.reagents_ok, a.schedule_ok, a.staff_ok
+
+
+def _json_dump(action: ScientistAction | LabManagerAction) -> dict:
+    """``action.model_dump(mode="json")``, straight from the model's serializer (without ``model_dump``'s
+    keyword handling)."""
+    return action.__pydantic_serializer__.to_python(action, mode="json")
+
+
 class ReplicaLabEnv:
     def __init__(self, max_rounds: int = DEFAULT_MAX_ROUNDS):
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
@@ -65,6 +77,7 @@ class ReplicaLabEnv:
     # ----- lifecycle -------------------------------------------------------------------------
     def reset(self, seed: int, template: str, difficulty: str) -> Observation:
         self.scenario = generate_scenario(seed, template, difficulty)
+        self.feasibility = Feasibility(self.scenario)  # the lab's check, shared with the scripted Lab Manager
         self.current_role = "scientist"
         self.round_number = 0
         self.history: list[ConversationEntry] = []
@@ -100,9 +113,9 @@ class ReplicaLabEnv:
             error = self._scientist(action)
         else:
             error = self._lab_manager(action)
-        self.turns.append(TurnRecord(
-            role=role, round_number=self.round_number,
-            action=None if isinstance(action, InvalidAction) else action.model_dump(mode="json"),
+        self.turns.append(trusted(
+            TurnRecord, role=role, round_number=self.round_number,
+            action=None if isinstance(action, InvalidAction) else _json_dump(action),
             error=error, raw_text=action.raw_text if isinstance(action, InvalidAction) else "",
         ))
         if error is not None:
@@ -143,8 +156,8 @@ class ReplicaLabEnv:
         else:
             if kind is SA.REVISE_PROTOCOL and self.protocol is None:
                 return "revise_protocol with no protocol to revise; use propose_protocol"
-            self._new_version(Protocol.model_construct(
-                sample_size=a.sample_size, controls=a.controls, technique=a.technique,
+            self._new_version(trusted(
+                Protocol, sample_size=a.sample_size, controls=a.controls, technique=a.technique,
                 duration_days=a.duration_days, required_equipment=a.required_equipment,
                 required_reagents=a.required_reagents, rationale=a.rationale,
             ))
@@ -158,7 +171,9 @@ class ReplicaLabEnv:
         if kind in (LA.ACCEPT, LA.SUGGEST_ALTERNATIVE) and self.protocol is None:
             return f"{kind.value} with no protocol on the table"
         if self.protocol is not None:
-            untrue = [name for name, ok in self._report().flags().items() if getattr(a, name) != ok]
+            truth = self._report().flags()
+            untrue = [] if _flags(a) == tuple(truth.values()) else [  # the usual case first: all true
+                name for name, ok in truth.items() if getattr(a, name) != ok]
             if untrue:
                 return "flags that are not the lab's truth about the plan: " + ", ".join(
                     f"{name} is {str(not getattr(a, name)).lower()}" for name in untrue)
@@ -180,12 +195,12 @@ class ReplicaLabEnv:
     def _report(self) -> FeasibilityReport:
         """The lab's verdict on the protocol on the table (computed once per version)."""
         if self.report is None:
-            self.report = check_feasibility(self.protocol, self.scenario)
+            self.report = self.feasibility(self.protocol)
         return self.report
 
     def _say(self, role: str, message: str, action_type: str | None) -> None:
-        self.history.append(ConversationEntry.model_construct(
-            role=role, message=message, round_number=self.round_number, action_type=action_type
+        self.history.append(trusted(
+            ConversationEntry, role=role, message=message, round_number=self.round_number, action_type=action_type
         ))
 
     @staticmethod
@@ -203,15 +218,15 @@ class ReplicaLabEnv:
             return None
         s, lab = self.scenario, self.scenario.lab
         if self.current_role == "scientist":
-            view = ScientistObservation.model_construct(
-                paper_title=s.paper_title, paper_hypothesis=s.paper_hypothesis, paper_method=s.paper_method,
-                paper_key_finding=s.paper_key_finding, experiment_goal=s.experiment_goal,
+            view = trusted(
+                ScientistObservation, paper_title=s.paper_title, paper_hypothesis=s.paper_hypothesis,
+                paper_method=s.paper_method, paper_key_finding=s.paper_key_finding, experiment_goal=s.experiment_goal,
                 conversation_history=list(self.history), current_protocol=self.protocol,
                 round_number=self.round_number, max_rounds=self.max_rounds,
             )
-            return Observation.model_construct(scientist=view, lab_manager=None)
-        view = LabManagerObservation.model_construct(
-            budget_total=lab.budget_total, budget_remaining=self._budget_remaining(),
+            return trusted(Observation, scientist=view, lab_manager=None)
+        view = trusted(
+            LabManagerObservation, budget_total=lab.budget_total, budget_remaining=self._budget_remaining(),
             equipment_available=list(lab.equipment_available), equipment_booked=list(lab.equipment_booked),
             reagents_in_stock=list(lab.reagents_in_stock), reagents_out_of_stock=list(lab.reagents_out_of_stock),
             staff_count=lab.staff_count, time_limit_days=lab.time_limit_days,
@@ -219,7 +234,7 @@ class ReplicaLabEnv:
             current_protocol=self.protocol, round_number=self.round_number, max_rounds=self.max_rounds,
             **self._prices(),
         )
-        return Observation.model_construct(scientist=None, lab_manager=view)
+        return trusted(Observation, scientist=None, lab_manager=view)
 
     def _prices(self) -> dict:
         """The lab's prices for the protocol on the table: each control's flat cost, one sample's cost."""
@@ -227,7 +242,7 @@ class ReplicaLabEnv:
         if p is None:
             return {"control_costs": {}, "cost_per_sample": 0.0}
         controls = {c: s.control_costs[c] for c in map(canonical_id, p.controls) if c in s.control_costs}
-        per_sample = plan_cost({}, s.reagent_costs, {}, [], [canonical_id(r) for r in p.required_reagents], [], 1, 0)
+        per_sample = plan_cost({}, s.reagent_costs, {}, [], list(map(canonical_id, p.required_reagents)), [], 1, 0)
         return {"control_costs": controls, "cost_per_sample": per_sample}
 
     def _budget_remaining(self) -> float:
@@ -245,7 +260,8 @@ class ReplicaLabEnv:
                 answerable_questions=self.answerable, hallucinated=tuple(sorted(self.hallucinated)),
                 verbose_rationales=self.verbose_rationales,
             )
-            self.judgement = judge(self.protocol, self.scenario, facts)
+            report = self._report() if self.protocol is not None else None
+            self.judgement = judge(self.protocol, self.scenario, facts, report)
         return self.judgement
 
     @property
@@ -257,24 +273,24 @@ class ReplicaLabEnv:
         extra = dict(terminated=self.terminated, truncated=self.truncated, invalid_turn=error is not None)
         if not self.done:
             info = StepInfo(agreement_reached=False, error=error, **extra)
-            return StepResult.model_construct(observation=self._observation(), reward=0.0, done=False, info=info)
+            return trusted(StepResult, observation=self._observation(), reward=0.0, done=False, info=info)
         j = self._judge()
         info = StepInfo(
             agreement_reached=self.agreement, error=error, reward_breakdown=j.breakdown,
             judge_notes=j.notes, verdict=j.verdict, total_reward=j.total, role_rewards=j.role_rewards(), **extra,
         )
-        return StepResult.model_construct(observation=None, reward=j.total, done=True, info=info)
+        return trusted(StepResult, observation=None, reward=j.total, done=True, info=info)
 
     def state(self) -> EpisodeState:
         if self.scenario is None:
             raise RuntimeError("call reset() before state()")
         s, lab = self.scenario, self.scenario.lab
         j = self._judge() if self.done else None
-        return EpisodeState(
-            seed=s.seed, scenario_template=s.template, difficulty=s.difficulty, paper_title=s.paper_title,
+        return trusted(
+            EpisodeState, seed=s.seed, scenario_template=s.template, difficulty=s.difficulty, paper_title=s.paper_title,
             paper_hypothesis=s.paper_hypothesis, paper_method=s.paper_method,
             paper_key_finding=s.paper_key_finding, experiment_goal=s.experiment_goal,
-            lab_budget_total=lab.budget_total, lab_budget_remaining=self._budget_remaining(),
+            lab_budget_total=float(lab.budget_total), lab_budget_remaining=float(self._budget_remaining()),
             lab_equipment=list(lab.equipment_available), lab_reagents=list(lab.reagents_in_stock),
             lab_staff_count=lab.staff_count, lab_time_limit_days=lab.time_limit_days,
             current_protocol=self.protocol, conversation_history=list(self.history),
@@ -288,8 +304,8 @@ class ReplicaLabEnv:
         if not self.done:
             raise RuntimeError("episode_log() is only available once the episode is done")
         s, j = self.scenario, self._judge()
-        return EpisodeLog(
-            episode_id=f"{s.template}-{s.difficulty}-{s.seed}", seed=s.seed, scenario_template=s.template,
+        return trusted(
+            EpisodeLog, episode_id=f"{s.template}-{s.difficulty}-{s.seed}", seed=s.seed, scenario_template=s.template,
             difficulty=s.difficulty, final_state=self.state(), transcript=list(self.history),
             reward_breakdown=j.breakdown, total_reward=j.total, rounds_used=self.rounds_used,
             agreement_reached=self.agreement, judge_notes=j.notes, verdict=j.verdict,

@@ -39,7 +39,7 @@ def episode_loop(
 ) -> Generator[TurnRequest, Action, EpisodeLog]:
     obs = env.reset(seed, template, difficulty)
     if lab_manager is None or lab_manager in LAB_POLICIES:
-        lab_manager = ScriptedLabManager(env.scenario, lab_manager or DEFAULT_LAB_POLICY)
+        lab_manager = ScriptedLabManager(env.scenario, lab_manager or DEFAULT_LAB_POLICY, env.feasibility)
     seats = {"scientist": scientist, "lab_manager": lab_manager}
     while True:
         role = env.current_role

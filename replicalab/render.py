@@ -7,6 +7,7 @@ from replicalab.models import (
     Protocol,
     ScientistAction,
     ScientistActionType,
+    trusted,
 )
 
 QUESTION_PREFIX = "- "
@@ -15,6 +16,7 @@ SUGGESTED_MARKER = " Suggested: "
 
 #: Suggestion fields of a LabManagerAction (``suggested_<name>``), in the order they are shown.
 SUGGESTION_FIELDS = ("technique", "sample_size", "controls", "duration_days", "equipment", "reagents")
+_SUGGESTION_ATTRIBUTES = tuple((name, f"suggested_{name}") for name in SUGGESTION_FIELDS)
 
 
 def _plan_text(p: Protocol | ScientistAction) -> str:
@@ -41,15 +43,12 @@ def render_scientist(action: ScientistAction) -> str:
 
 
 def render_lab_manager(action: LabManagerAction) -> str:
-    flags = ", ".join(
-        f"{name} {'ok' if ok else 'no'}"
-        for name, ok in (("budget", action.budget_ok), ("equipment", action.equipment_ok),
-                         ("reagents", action.reagents_ok), ("schedule", action.schedule_ok),
-                         ("staff", action.staff_ok))
-    )
-    text = f"{action.explanation} [{flags}]"
-    if action.has_suggestion():
-        values = [(name, getattr(action, f"suggested_{name}")) for name in SUGGESTION_FIELDS]
+    a = action
+    text = (f"{a.explanation} [budget {'ok' if a.budget_ok else 'no'}, equipment {'ok' if a.equipment_ok else 'no'}, "
+            f"reagents {'ok' if a.reagents_ok else 'no'}, schedule {'ok' if a.schedule_ok else 'no'}, "
+            f"staff {'ok' if a.staff_ok else 'no'}]")
+    if a.has_suggestion():
+        values = [(name, getattr(a, attribute)) for name, attribute in _SUGGESTION_ATTRIBUTES]
         text += SUGGESTED_MARKER + "; ".join(
             f"{name}={', '.join(v) if isinstance(v, list) else v}" for name, v in values if v)
     return text
@@ -62,8 +61,8 @@ def questions_in(message: str) -> list[str]:
 
 def apply_suggestion(protocol: Protocol, s: LabManagerAction) -> Protocol:
     """The protocol with every non-empty suggested field of ``s`` put in place."""
-    return Protocol.model_construct(
-        sample_size=s.suggested_sample_size or protocol.sample_size,
+    return trusted(
+        Protocol, sample_size=s.suggested_sample_size or protocol.sample_size,
         controls=list(s.suggested_controls or protocol.controls),
         technique=s.suggested_technique or protocol.technique,
         duration_days=s.suggested_duration_days or protocol.duration_days,

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,7 +66,9 @@ def test_bad_configs_exit_with_a_clear_error(args, message):
 
 # ----- bench: one sub-parser per benchmark, every option honoured ------------------------------
 BENCH_OPTIONS = {
-    "env": (["--episodes", "7"], dict(episodes=7), dict(episodes=5000)),
+    "env": (["--episodes", "7", "--original", "orig", "--original-deps", "deps", "--rounds", "2"],
+            dict(episodes=7, original=Path("orig"), original_deps=Path("deps"), rounds=2),
+            dict(episodes=5000, original=None, original_deps=None, rounds=3)),
     "skills": (["--episodes", "3", "--lab", "cooperative"], dict(episodes=3, lab="cooperative"),
                dict(episodes=100, lab="thrifty")),
     "rollout": (["--episodes", "16", "--max-new-tokens", "12", "--max-rounds", "3", "--ray-workers", "2",
@@ -88,8 +91,8 @@ BENCH_OPTIONS = {
 
 @pytest.mark.parametrize("what", list(BENCH_OPTIONS))
 def test_bench_parses_its_own_options_and_defaults(what):
-    from training.cli import build_parser
     from training.bench import BENCHMARKS
+    from training.cli import build_parser
 
     assert set(BENCHMARKS) == set(BENCH_OPTIONS)  # a new benchmark gets a row here
     argv, given, defaults = BENCH_OPTIONS[what]

@@ -7,7 +7,7 @@ import re
 
 from replicalab.lab.answers import ALTERNATIVES_MARKER, ANSWERS_PREFIX
 from replicalab.lab.feasibility import UNUSABLE_REASONS
-from replicalab.models import ScientistAction, ScientistActionType, ScientistObservation
+from replicalab.models import ScientistObservation
 from replicalab.render import suggestion_in
 from replicalab.scenario_records import CROSS_CHECK_MARKER, POWER_STATEMENT, PUBLISHED_MARKER
 

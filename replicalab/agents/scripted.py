@@ -37,14 +37,12 @@ class AdaptiveScientist:
         self.questions_asked = 0
 
     def __call__(self, obs: ScientistObservation) -> ScientistAction:
-        brief = published_protocol(obs)
-        last = last_lab_manager_action(obs)
         current = obs.current_protocol
         if current is None:
             return ScientistAction(
-                action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **brief
+                action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **published_protocol(obs)
             )
-        if last in ("accept", "suggest_alternative"):
+        if last_lab_manager_action(obs) in ("accept", "suggest_alternative"):
             return ACCEPT
         if self.questions_asked < MAX_QUESTION_ROUNDS:
             self.questions_asked += 1

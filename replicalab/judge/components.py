@@ -11,10 +11,10 @@ from replicalab.scenario_records import Scenario, canonical_id
 
 def rigor(protocol: Protocol, scenario: Scenario) -> tuple[float, str]:
     ref = scenario.reference
-    listed = [canonical_id(c) for c in protocol.controls]
+    listed = list(map(canonical_id, protocol.controls))
     required = set(ref.required_controls)
     covered = len(required.intersection(listed))
-    extras = len(listed) - len(required.intersection(set(listed)))
+    extras = len(listed) - covered
     coverage = covered / len(required)
     sample = min(1.0, protocol.sample_size / ref.min_sample_size)
     score = coverage * sample * C.EXTRA_CONTROL_DECAY ** extras
@@ -28,16 +28,16 @@ def rigor(protocol: Protocol, scenario: Scenario) -> tuple[float, str]:
 def feasibility(report: FeasibilityReport) -> tuple[float, str]:
     if report.ok:
         return 1.0, "feasibility 1.00: the lab can run it"
-    passing = len(DIMENSIONS) - len(report.failed)
+    failed = report.failed
+    passing = len(DIMENSIONS) - len(failed)
     score = C.FAILED_FEASIBILITY_CAP * passing / len(DIMENSIONS)
-    return score, f"feasibility {score:.2f}: fails {', '.join(report.failed)}"
+    return score, f"feasibility {score:.2f}: fails {', '.join(failed)}"
 
 
 def fidelity(protocol: Protocol, scenario: Scenario) -> tuple[float, str]:
     ref = scenario.reference
     tech_id = canonical_id(protocol.technique)
-    items = [canonical_id(i) for i in protocol.required_equipment + protocol.required_reagents]
-    listed = set(items)
+    listed = set(map(canonical_id, protocol.required_equipment + protocol.required_reagents))
     notes = []
     if tech_id in ref.substitutes:
         score = 1.0 - ref.substitutes[tech_id]
@@ -48,6 +48,8 @@ def fidelity(protocol: Protocol, scenario: Scenario) -> tuple[float, str]:
     technique = scenario.techniques.get(tech_id)
     if technique is not None:
         for slot in technique.equipment_slots + technique.reagent_slots:
+            if slot[0] in listed:  # the slot's own first option: no cost
+                continue
             chosen = next((o for o in slot if o in listed), None)
             if chosen is None:
                 score *= C.MISSING_SLOT_FACTOR

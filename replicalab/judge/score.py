@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from replicalab.judge import components
 from replicalab.judge import constants as C
-from replicalab.lab.feasibility import check_feasibility
+from replicalab.lab.feasibility import FeasibilityReport, check_feasibility
 from replicalab.models import Protocol, RewardBreakdown
 from replicalab.scenario_records import Scenario, canonical_id
 
@@ -45,23 +45,26 @@ class Judgement:
 
 def unknown_ids(protocol: Protocol, scenario: Scenario) -> list[str]:
     """Technique, items and controls of ``protocol`` that the scenario's catalog does not know."""
-    known = scenario.known_items()
-    items = [canonical_id(i) for i in protocol.required_equipment + protocol.required_reagents]
-    bad = [i for i in items if i not in known]
+    fees, costs = scenario.equipment_fees, scenario.reagent_costs  # the catalog: scenario.known_items()
+    items = map(canonical_id, protocol.required_equipment + protocol.required_reagents)
+    bad = [i for i in items if i not in fees and i not in costs]
     bad += [c for c in map(canonical_id, protocol.controls) if c not in scenario.control_costs]
     tech = canonical_id(protocol.technique)
     return bad + ([tech] if tech not in scenario.techniques else [])
 
 
-def judge(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts) -> Judgement:
-    """Score the final protocol (the agreed one, or the last on the table) of an episode."""
+def judge(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts,
+          report: FeasibilityReport | None = None) -> Judgement:
+    """Score the final protocol (the agreed one, or the last on the table) of an episode.  ``report`` is
+    ``check_feasibility(protocol, scenario)`` when the caller has it already (computed here when None)."""
     hallucinated = set(facts.hallucinated)
     if protocol is None:
         rig = fea = fid = cost = 0.0
         notes, feasible = ["no protocol was ever proposed"], False
     else:
         rig, n_rig = components.rigor(protocol, scenario)
-        report = check_feasibility(protocol, scenario)
+        if report is None:
+            report = check_feasibility(protocol, scenario)
         fea, n_fea = components.feasibility(report)
         fid, n_fid = components.fidelity(protocol, scenario)
         feasible, cost = report.ok, report.cost
@@ -79,12 +82,12 @@ def judge(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts) ->
     if hallucinated:
         notes.append(f"unknown ids: {', '.join(sorted(hallucinated))}")
     if pens:
-        notes.append("penalties: " + ", ".join(f"{k} {v:.2f}" for k, v in pens.items()))
+        notes.append("penalties: " + ", ".join([f"{k} {v:.2f}" for k, v in pens.items()]))
     lab, lab_terms = components.lab_manager_reward(
         core=core, agreement=facts.agreement, cost=cost, budget=scenario.lab.budget_total,
         rounds_used=facts.rounds_used, invalid_turns=facts.lab_manager_invalid_turns,
     )
-    notes.append("lab manager " + ", ".join(f"{k} {v:.2f}" for k, v in lab_terms.items()) + f"; total {lab:.2f}")
+    notes.append("lab manager " + ", ".join([f"{k} {v:.2f}" for k, v in lab_terms.items()]) + f"; total {lab:.2f}")
     verdict = ("agreed_feasible" if feasible else "agreed_infeasible") if facts.agreement else "no_agreement"
     notes.insert(0, f"{verdict}: core {core:.2f} = 10 x {rig:.2f} x {fea:.2f} x {fid:.2f}; total {total:.2f}")
     breakdown = RewardBreakdown(
@@ -92,7 +95,7 @@ def judge(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts) ->
         efficiency_bonus=round(eff, 6), communication_bonus=round(com, 6), penalties=pens,
     )
     return Judgement(breakdown, round(total, 6), verdict, ". ".join(notes) + ".", round(lab, 6),
-                     tuple((k, round(v, 6)) for k, v in lab_terms.items()))
+                     tuple([(k, round(v, 6)) for k, v in lab_terms.items()]))
 
 
 def score_protocol(protocol: Protocol | None, scenario: Scenario, facts: EpisodeFacts) -> RewardBreakdown:

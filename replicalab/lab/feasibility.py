@@ -16,6 +16,7 @@ Staff model: the technique needs ``hours_per_sample * sample_size`` staff hours;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 from replicalab.models import Protocol
 from replicalab.scenario_records import Scenario, Technique, canonical_id
@@ -46,16 +47,18 @@ class FeasibilityReport:
 
     @property
     def failed(self) -> tuple[str, ...]:
-        return tuple(d for d in DIMENSIONS if self.reasons[d])
+        reasons = self.reasons
+        return tuple([d for d in DIMENSIONS if reasons[d]])
 
     def flags(self) -> dict[str, bool]:
         """The five flags of a LabManagerAction; safety folds into ``equipment_ok``."""
+        reasons = self.reasons  # a dimension passes when it has no reasons (``passes``)
         return {
-            "budget_ok": self.passes("budget"),
-            "equipment_ok": self.passes("equipment") and self.passes("safety"),
-            "reagents_ok": self.passes("reagents"),
-            "schedule_ok": self.passes("schedule"),
-            "staff_ok": self.passes("staff"),
+            "budget_ok": not reasons["budget"],
+            "equipment_ok": not reasons["equipment"] and not reasons["safety"],
+            "reagents_ok": not reasons["reagents"],
+            "schedule_ok": not reasons["schedule"],
+            "staff_ok": not reasons["staff"],
         }
 
 
@@ -64,9 +67,10 @@ def plan_cost(
     equipment: list[str], reagents: list[str], controls: list[str], sample_size: int, duration_days: int,
 ) -> float:
     """Cost of a plan given prices and canonical ids; unknown items cost nothing (they fail elsewhere)."""
-    total = sum(fees.get(e, 0.0) for e in set(equipment)) * duration_days
-    total += sum(costs.get(r, 0.0) for r in set(reagents)) * sample_size
-    total += sum(ccosts.get(c, 0.0) for c in set(controls))
+    # Each sum is over a set of distinct ids (0 for none, as ``sum`` of nothing).
+    total = (sum(map(fees.get, set(equipment), repeat(0.0))) if equipment else 0) * duration_days
+    total += (sum(map(costs.get, set(reagents), repeat(0.0))) if reagents else 0) * sample_size
+    total += sum(map(ccosts.get, set(controls), repeat(0.0))) if controls else 0
     return round(total, 2)
 
 
@@ -99,9 +103,8 @@ def _item_problems(
 
 
 def _missing_slots(technique: Technique, equipment: list[str], reagents: list[str]) -> list[tuple[str, ...]]:
-    listed = set(equipment) | set(reagents)
-    slots = technique.equipment_slots + technique.reagent_slots
-    return [slot for slot in slots if not listed.intersection(slot)]
+    listed = {*equipment, *reagents}
+    return [slot for slot in technique.equipment_slots + technique.reagent_slots if listed.isdisjoint(slot)]
 
 
 def check_feasibility(protocol: Protocol, scenario: Scenario) -> FeasibilityReport:
@@ -109,53 +112,78 @@ def check_feasibility(protocol: Protocol, scenario: Scenario) -> FeasibilityRepo
     lab = scenario.lab
     tech_id = canonical_id(protocol.technique)
     technique = scenario.techniques.get(tech_id)
-    equipment = [canonical_id(e) for e in protocol.required_equipment]
-    reagents = [canonical_id(r) for r in protocol.required_reagents]
-    controls = [canonical_id(c) for c in protocol.controls]
+    equipment = list(map(canonical_id, protocol.required_equipment))
+    reagents = list(map(canonical_id, protocol.required_reagents))
+    controls = list(map(canonical_id, protocol.controls))
     n, days = protocol.sample_size, protocol.duration_days
-    reasons: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
 
-    eq_reasons, unknown_eq = _item_problems(
+    equipment_reasons, unknown_eq = _item_problems(
         equipment, lab.equipment_available, lab.equipment_booked, UNUSABLE_REASONS[0], scenario, "equipment"
     )
-    re_reasons, unknown_re = _item_problems(
+    reagent_reasons, unknown_re = _item_problems(
         reagents, lab.reagents_in_stock, lab.reagents_out_of_stock, UNUSABLE_REASONS[1], scenario, "a reagent"
     )
-    reasons["equipment"] += eq_reasons
-    reasons["reagents"] += re_reasons
+    schedule: list[str] = []
     missing: list[tuple[str, ...]] = []
     if technique is None:
-        reasons["equipment"].append(f"{tech_id or 'the technique'} is not a technique the lab knows")
+        equipment_reasons.append(f"{tech_id or 'the technique'} is not a technique the lab knows")
     else:
         missing = _missing_slots(technique, equipment, reagents)
         for slot in missing:
-            dim = "equipment" if slot in technique.equipment_slots else "reagents"
-            reasons[dim].append(f"{tech_id} needs one of {', '.join(slot)}, none listed")
+            dim_reasons = equipment_reasons if slot in technique.equipment_slots else reagent_reasons
+            dim_reasons.append(f"{tech_id} needs one of {', '.join(slot)}, none listed")
         if days < technique.min_days:
-            reasons["schedule"].append(f"{tech_id} needs more than {days} days")
+            schedule.append(f"{tech_id} needs more than {days} days")
     if days > lab.time_limit_days:
-        reasons["schedule"].append(f"{days} days exceeds the time limit of {lab.time_limit_days} days")
+        schedule.append(f"{days} days exceeds the time limit of {lab.time_limit_days} days")
 
     cost = plan_cost(
         scenario.equipment_fees, scenario.reagent_costs, scenario.control_costs, equipment, reagents, controls, n, days
     )
-    if cost > lab.budget_total:
-        reasons["budget"].append("over the lab's budget")
+    budget = ("over the lab's budget",) if cost > lab.budget_total else ()
 
     hours_needed = round(n * technique.hours_per_sample, 2) if technique is not None else 0.0
     hours_available = lab.staff_count * days * HOURS_PER_STAFF_DAY
-    if hours_needed > hours_available:
-        reasons["staff"].append(f"more work than {lab.staff_count} staff can do in {days} days")
+    staff = (f"more work than {lab.staff_count} staff can do in {days} days",) if hours_needed > hours_available else ()
 
-    for name in (tech_id, *equipment, *reagents):
-        if name in lab.banned:
-            reasons["safety"].append(f"{name} is forbidden by the lab's safety rules")
+    banned = lab.banned
+    safety = tuple(f"{name} is forbidden by the lab's safety rules"
+                   for name in (tech_id, *equipment, *reagents) if name in banned) if banned else ()
 
     return FeasibilityReport(
-        reasons={d: tuple(r) for d, r in reasons.items()},
+        reasons={"budget": budget, "equipment": tuple(equipment_reasons), "reagents": tuple(reagent_reasons),
+                 "schedule": tuple(schedule), "staff": staff, "safety": safety},  # DIMENSIONS order
         cost=cost,
         staff_hours_needed=hours_needed,
         staff_hours_available=hours_available,
         unknown_items=tuple(unknown_eq + unknown_re),
         missing_slots=tuple(missing),
     )
+
+
+def plan_key(protocol: Protocol) -> tuple:
+    """The fields of ``protocol`` that ``check_feasibility`` reads (everything but the rationale)."""
+    return (protocol.technique, protocol.sample_size, protocol.duration_days, tuple(protocol.controls),
+            tuple(protocol.required_equipment), tuple(protocol.required_reagents))
+
+
+class Feasibility:
+    """``check_feasibility`` against one scenario's lab, each distinct plan checked once.
+
+    Within an episode the environment, the scripted Lab Manager and the judge look at the same few plans;
+    sharing one ``Feasibility`` (the environment's, ``ReplicaLabEnv.feasibility``) checks each of them
+    once.  It remembers only the plans of its own scenario, so it lives as long as the episode does.
+    """
+
+    __slots__ = ("scenario", "_reports")
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self._reports: dict[tuple, FeasibilityReport] = {}
+
+    def __call__(self, protocol: Protocol) -> FeasibilityReport:
+        key = plan_key(protocol)
+        report = self._reports.get(key)
+        if report is None:
+            report = self._reports[key] = check_feasibility(protocol, self.scenario)
+        return report

@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from typing import Callable, Literal
 
-from replicalab.lab.feasibility import FeasibilityReport, check_feasibility
+from replicalab.lab.feasibility import Feasibility, FeasibilityReport
 from replicalab.lab.repair import repair_plan
-from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
+from replicalab.models import LabManagerAction, LabManagerObservation, Protocol, trusted
 from replicalab.models import LabManagerActionType as LA
 from replicalab.render import apply_suggestion
 from replicalab.scenario_records import Scenario, canonical_id
@@ -37,7 +37,7 @@ _NO_FLAGS = dict(budget_ok=False, equipment_ok=False, reagents_ok=False, schedul
 
 
 def _ids(items: list[str]) -> list[str]:
-    return [canonical_id(i) for i in items]
+    return list(map(canonical_id, items))
 
 
 def _reasons(report: FeasibilityReport) -> str:
@@ -71,31 +71,41 @@ def thrifty_cut(plan: Protocol, scenario: Scenario) -> Protocol:
     if len(controls) > 1:
         costliest = max(controls, key=lambda c: (scenario.control_costs.get(c, 0.0), c))
         controls = [c for c in controls if c != costliest]
-    return plan.model_copy(update={
-        "controls": controls, "sample_size": max(1, math.floor(plan.sample_size * THRIFTY_SAMPLE_FRACTION)),
-    })
+    return trusted(  # ``plan`` with two of its parts replaced by valid ones
+        Protocol, sample_size=max(1, math.floor(plan.sample_size * THRIFTY_SAMPLE_FRACTION)), controls=controls,
+        technique=plan.technique, duration_days=plan.duration_days, required_equipment=plan.required_equipment,
+        required_reagents=plan.required_reagents, rationale=plan.rationale,
+    )
 
 
 class ScriptedLabManager:
-    """Callable ``LabManagerObservation -> LabManagerAction`` for one scenario, playing ``policy``."""
+    """Callable ``LabManagerObservation -> LabManagerAction`` for one scenario, playing ``policy``.
 
-    def __init__(self, scenario: Scenario, policy: LabPolicy = "thrifty"):
+    ``feasibility`` is the lab's check for that scenario; pass the environment's
+    (``ReplicaLabEnv.feasibility``) to share the plans it has already checked (a fresh one when None).
+    """
+
+    def __init__(self, scenario: Scenario, policy: LabPolicy = "thrifty", feasibility: Feasibility | None = None):
         if policy not in LAB_POLICIES:
             raise ValueError(f"unknown Lab Manager policy {policy!r}; valid: {', '.join(LAB_POLICIES)}")
+        if feasibility is not None and feasibility.scenario is not scenario:
+            raise ValueError("feasibility must check the Lab Manager's own scenario")
         self.scenario = scenario
         self.policy = policy
+        self.feasibility = feasibility or Feasibility(scenario)
 
     def __call__(self, obs: LabManagerObservation) -> LabManagerAction:
         history = obs.conversation_history
-        scientist = [e for e in history if e.role == "scientist"]
-        asked = bool(scientist) and scientist[-1].action_type == "request_info" and history[-1].role != "lab_manager"
+        last_scientist = next((e for e in reversed(history) if e.role == "scientist"), None)
+        asked = (last_scientist is not None and last_scientist.action_type == "request_info"
+                 and history[-1].role != "lab_manager")
         protocol = obs.current_protocol
         if protocol is None:
             return LabManagerAction(
                 action_type=LA.REPORT_FEASIBILITY, feasible=False, **_NO_FLAGS,
                 explanation="No protocol has been proposed yet.",
             )
-        report = check_feasibility(protocol, self.scenario)
+        report = self.feasibility(protocol)
         flags = report.flags()
         if report.ok:
             limit = self.scenario.lab.time_limit_days
@@ -117,7 +127,7 @@ class ScriptedLabManager:
                 action_type=LA.SUGGEST_ALTERNATIVE, feasible=False, **flags,
                 explanation=f"Not feasible as proposed: {_reasons(report)}.", **changes,
             )
-            after = check_feasibility(apply_suggestion(protocol, suggestion), self.scenario)
+            after = self.feasibility(apply_suggestion(protocol, suggestion))
             if after.ok or len(after.failed) < len(report.failed):
                 return suggestion
         return LabManagerAction(

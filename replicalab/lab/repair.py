@@ -15,9 +15,10 @@ sample size below SAMPLE_FLOOR_FRACTION of what was proposed.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, plan_cost
-from replicalab.models import Protocol
+from replicalab.models import Protocol, trusted
 from replicalab.scenario_records import Scenario, Technique, canonical_id
 
 SAMPLE_FLOOR_FRACTION = 0.75  # keep at least this share of the proposed sample size, if shortening allows
@@ -32,13 +33,13 @@ def _slot_choices(technique: Technique, listed: list[str], usable: set[str]) -> 
     """old item -> replacement for each listed slot item; None if some listed slot has no usable option."""
     swaps: dict[str, str] = {}
     for slot in technique.equipment_slots + technique.reagent_slots:
-        present = [i for i in listed if i in slot]
-        if not present or present[0] in usable:
+        present = next((i for i in listed if i in slot), None)  # the slot's first listed item
+        if present is None or present in usable:
             continue
         free = next((o for o in slot if o in usable), None)
         if free is None:
             return None
-        swaps[present[0]] = free
+        swaps[present] = free
     return swaps
 
 
@@ -46,7 +47,7 @@ def _runnable(technique: Technique, scenario: Scenario, usable: set[str]) -> boo
     return (
         technique.id not in scenario.lab.banned
         and technique.min_days <= scenario.lab.time_limit_days
-        and all(any(o in usable for o in s) for s in technique.equipment_slots + technique.reagent_slots)
+        and all(not usable.isdisjoint(s) for s in technique.equipment_slots + technique.reagent_slots)
     )
 
 
@@ -65,20 +66,20 @@ def _switches(old: Technique | None, scenario: Scenario, usable: set[str], eq: l
         yield alt, new_eq, new_re
 
 
-def _sized(protocol: Protocol, scenario: Scenario, technique: Technique, eq: list[str], re: list[str]) -> Protocol | None:
-    """``protocol`` on ``technique`` with these items, its duration clamped and its sample size trimmed
-    to fit budget and staff; None when not even one sample fits."""
+def _sized(protocol: Protocol, scenario: Scenario, technique: Technique, eq: list[str], re: list[str],
+           usable: set[str]) -> Protocol | None:
+    """``protocol`` on ``technique`` with these items (those in ``usable``), its duration clamped and its
+    sample size trimmed to fit budget and staff; None when not even one sample fits."""
     lab = scenario.lab
-    usable = _usable(scenario)
     eq = list(dict.fromkeys(i for i in eq if i in usable))
     re = list(dict.fromkeys(i for i in re if i in usable))
     days = min(max(protocol.duration_days, technique.min_days), lab.time_limit_days)
     controls = [canonical_id(c) for c in protocol.controls]
+    per_sample = plan_cost({}, scenario.reagent_costs, {}, [], re, [], 1, 0)
 
     def fits(d: int) -> int:
         """The largest sample size (up to the proposed one) that budget and staff allow over ``d`` days."""
         fixed = plan_cost(scenario.equipment_fees, scenario.reagent_costs, scenario.control_costs, eq, [], controls, 0, d)
-        per_sample = plan_cost({}, scenario.reagent_costs, {}, [], re, [], 1, 0)
         n = protocol.sample_size
         if per_sample > 0:
             n = min(n, math.floor((lab.budget_total - fixed) / per_sample))
@@ -89,14 +90,25 @@ def _sized(protocol: Protocol, scenario: Scenario, technique: Technique, eq: lis
     n = fits(days)
     floor = math.ceil(SAMPLE_FLOOR_FRACTION * protocol.sample_size)
     if n < floor:  # rather shorten the schedule than gut the sample size
-        options = [(fits(d), d) for d in range(days, technique.min_days - 1, -1)]
-        n, days = next(((m, d) for m, d in options if m >= floor), max(options))
+        n, days = _shortened(fits, days, technique.min_days, floor)
     if n < 1:
         return None
-    return Protocol(
-        sample_size=n, controls=list(protocol.controls), technique=technique.id, duration_days=days,
+    return trusted(  # the parts of a valid protocol and the lab's own ids: nothing to validate
+        Protocol, sample_size=n, controls=list(protocol.controls), technique=technique.id, duration_days=days,
         required_equipment=eq, required_reagents=re, rationale=protocol.rationale,
     )
+
+
+def _shortened(fits: Callable[[int], int], longest: int, shortest: int, floor: int) -> tuple[int, int]:
+    """(sample size, days): the longest schedule from ``longest`` down to ``shortest`` days on which
+    ``fits`` allows at least ``floor`` samples, else the schedule allowing the most (the longest among equals)."""
+    options = []
+    for d in range(longest, shortest - 1, -1):
+        n = fits(d)
+        if n >= floor:
+            return n, d
+        options.append((n, d))
+    return max(options)
 
 
 def _refit(technique: Technique, scenario: Scenario, usable: set[str], eq: list[str], re: list[str]):
@@ -133,13 +145,14 @@ def repair_plan(protocol: Protocol, scenario: Scenario) -> Protocol | None:
         eq, re = _refit(technique, scenario, usable, eq, re)
         swaps = _slot_choices(technique, eq + re, usable)
         if swaps == {}:
-            kept = _sized(protocol, scenario, technique, eq, re)
+            kept = _sized(protocol, scenario, technique, eq, re, usable)
             if kept is not None:
                 return kept
     for alt, new_eq, new_re in _switches(technique, scenario, usable, eq, re):
-        moved = _sized(protocol, scenario, alt, new_eq, new_re)
+        moved = _sized(protocol, scenario, alt, new_eq, new_re, usable)
         if moved is not None:
             return moved
     if swaps:
-        return _sized(protocol, scenario, technique, [swaps.get(i, i) for i in eq], [swaps.get(i, i) for i in re])
+        return _sized(protocol, scenario, technique, [swaps.get(i, i) for i in eq], [swaps.get(i, i) for i in re],
+                      usable)
     return None

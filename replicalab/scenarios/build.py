@@ -26,9 +26,13 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import filterfalse
+from operator import itemgetter
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, plan_cost
-from replicalab.models import Protocol
+from replicalab.models import Protocol, trusted
 from replicalab.scenario_records import (
     CROSS_CHECK_MARKER,
     POWER_STATEMENT,
@@ -38,6 +42,7 @@ from replicalab.scenario_records import (
     ReferenceSpec,
     Scenario,
     Technique,
+    TechniqueSpec,
 )
 
 WORKLOAD_JITTER = (0.8, 1.25)
@@ -58,16 +63,91 @@ MEDIUM_ITEM_CONFLICT_P = 0.7  # a medium scenario's chance of an unusable item (
 HARD_OPTIONAL_CONFLICT_P = {"item": 0.7, "staff": 0.5}  # each optional hard conflict's chance
 
 
+#: The compact JSON of the paper method's protocol statements.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
+
 def _u(rng: random.Random, bounds: tuple[float, float], digits: int = 2) -> float:
     return round(rng.uniform(*bounds), digits)
+
+
+def _draws(rng: random.Random, keys, bounds: tuple[float, float], digits: int = 2) -> dict:
+    """``{key: _u(rng, bounds, digits) for key in keys}``: one draw per key, in order (a repeated key keeps its
+    last), with ``rng.uniform``'s documented formula ``a + (b - a) * random()`` inlined -- the same draws and
+    values, without two Python-level calls (``_u``, ``uniform``) per key."""
+    low, high = bounds
+    span, draw = high - low, rng.random
+    return {k: round(low + span * draw(), digits) for k in keys}
+
+
+@dataclass(frozen=True, slots=True)
+class _Catalog:
+    """A domain's ids in the orders generation draws over them (fixed per domain, so computed once)."""
+
+    technique_ids: tuple[str, ...]  # sorted
+    equipment_ids: tuple[str, ...]  # sorted, every option of every equipment slot
+    slot_reagents: tuple[str, ...]  # sorted, every option of every reagent slot
+    critical: tuple[str, ...]  # subjects, then treatments
+    reagent_ids: tuple[str, ...]  # sorted: slot reagents and critical items
+    options: tuple[str, ...]  # every slot option but the first, in the domain's order (repeats kept)
+
+
+@lru_cache(maxsize=None)
+def _catalog(techniques: tuple[TechniqueSpec, ...], subjects: tuple[str, ...],
+             treatments: tuple[str, ...]) -> _Catalog:
+    slot_reagents = sorted({i for t in techniques for s in t.reagent_slots for i in s})
+    return _Catalog(
+        technique_ids=tuple(sorted(t.id for t in techniques)),
+        equipment_ids=tuple(sorted({i for t in techniques for s in t.equipment_slots for i in s})),
+        slot_reagents=tuple(slot_reagents),
+        critical=subjects + treatments,
+        reagent_ids=tuple(sorted({*slot_reagents, *subjects, *treatments})),
+        options=tuple(opt for t in techniques for s in t.equipment_slots + t.reagent_slots for opt in s[1:]),
+    )
 
 
 def _readable(item: str) -> str:
     return item.replace("_", " ")
 
 
+_first = itemgetter(0)
+
+
+def _below(rng: random.Random, n: int) -> int:
+    """A random int in ``[0, n)`` drawn as ``Random.choice`` and ``Random.randrange`` draw it (CPython 3.11 to
+    3.13: ``getrandbits(n.bit_length())`` until it is below ``n``), in one Python-level call instead of their
+    two or three: ``rng.randint(a, b) == a + _below(rng, b - a + 1)`` for the same state."""
+    bits = n.bit_length()
+    r = rng.getrandbits(bits)
+    while r >= n:
+        r = rng.getrandbits(bits)
+    return r
+
+
+def _noise(rng: random.Random, ids: tuple[str, ...]) -> dict[str, str]:
+    """``{i: rng.choice(NOISE_STATES) for i in ids}``, drawn as ``_below`` draws, inlined: the same draws,
+    the same states."""
+    n = len(NOISE_STATES)
+    bits, width = rng.getrandbits, n.bit_length()
+    state = {}
+    for i in ids:
+        r = bits(width)
+        while r >= n:
+            r = bits(width)
+        state[i] = NOISE_STATES[r]
+    return state
+
+
 def _first_options(technique: Technique) -> tuple[list[str], list[str]]:
-    return [s[0] for s in technique.equipment_slots], [s[0] for s in technique.reagent_slots]
+    return list(map(_first, technique.equipment_slots)), list(map(_first, technique.reagent_slots))
+
+
+def _by_state(ids: tuple[str, ...], state: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """The ``ids`` of each state (``NOISE_STATES``), in order."""
+    groups: dict[str, list[str]] = {s: [] for s in NOISE_STATES}
+    for i in ids:
+        groups[state[i]].append(i)
+    return {s: tuple(items) for s, items in groups.items()}
 
 
 def _pick_conflicts(rng: random.Random, difficulty: str) -> set[str]:
@@ -86,24 +166,27 @@ def _pick_conflicts(rng: random.Random, difficulty: str) -> set[str]:
 
 def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
     rng = random.Random(f"{domain.name}/{difficulty}/{seed}")
+    catalog = _catalog(domain.techniques, domain.subjects, domain.treatments)
     specs = {t.id: t for t in domain.techniques}
-    techniques = {
+    jitter_low, jitter_high = WORKLOAD_JITTER
+    jitter_span, draw = jitter_high - jitter_low, rng.random
+    techniques = {  # rng.uniform(*WORKLOAD_JITTER) inlined (see _draws), rng.randint(0, 1) as _below
         t.id: Technique(
             t.id, t.equipment_slots, t.reagent_slots,
-            round(t.hours_per_sample * rng.uniform(*WORKLOAD_JITTER), 3), t.min_days + rng.randint(0, 1),
+            round(t.hours_per_sample * (jitter_low + jitter_span * draw()), 3), t.min_days + _below(rng, 2),
         )
         for t in domain.techniques
     }
-    equipment_ids = sorted({i for t in domain.techniques for s in t.equipment_slots for i in s})
-    slot_reagents = sorted({i for t in domain.techniques for s in t.reagent_slots for i in s})
-    fees = {e: _u(rng, domain.equipment_fee_range) for e in equipment_ids}
-    costs = {r: _u(rng, domain.reagent_cost_range) for r in slot_reagents}
-    costs.update({c: _u(rng, domain.critical_cost_range) for c in domain.subjects + domain.treatments})
-    control_costs = {c: _u(rng, domain.control_cost_range) for c in domain.controls}
+    equipment_ids = catalog.equipment_ids
+    fees = _draws(rng, equipment_ids, domain.equipment_fee_range)
+    costs = _draws(rng, catalog.slot_reagents, domain.reagent_cost_range)
+    costs.update(_draws(rng, catalog.critical, domain.critical_cost_range))
+    control_costs = _draws(rng, domain.controls, domain.control_cost_range)
 
     # The paper.
-    t0 = rng.choice(sorted(techniques))
-    others = sorted(t for t in techniques if t != t0)
+    t0 = rng.choice(catalog.technique_ids)
+    others = list(catalog.technique_ids)  # sorted
+    others.remove(t0)
     rng.shuffle(others)
     t_close, far = others[0], others[1:]
     subject, treatment = rng.choice(domain.subjects), rng.choice(domain.treatments)
@@ -112,15 +195,12 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
     d0 = techniques[t0].min_days + rng.randint(*EXTRA_DAYS)
     controls = sorted(rng.sample(domain.controls, rng.randint(*CONTROLS_PER_PAPER)))
     substitutes = {t0: 0.0, t_close: _u(rng, CLOSE_SUBSTITUTE_COST, 3)}
-    substitutes.update({t: _u(rng, FAR_SUBSTITUTE_COST, 3) for t in far})
-    option_costs = {
-        opt: _u(rng, OPTION_COST, 3)
-        for t in domain.techniques for s in t.equipment_slots + t.reagent_slots for opt in s[1:]
-    }
+    substitutes.update(_draws(rng, far, FAR_SUBSTITUTE_COST, 3))
+    option_costs = _draws(rng, catalog.options, OPTION_COST, 3)
     critical = (subject, treatment)
     paper_eq, paper_re = _first_options(techniques[t0])
-    paper = Protocol(
-        sample_size=n0, controls=controls, technique=t0, duration_days=d0,
+    paper = trusted(  # built from the domain's valid ids: nothing to validate
+        Protocol, sample_size=n0, controls=list(controls), technique=t0, duration_days=d0,
         required_equipment=paper_eq, required_reagents=paper_re + list(critical),
         rationale=f"The published protocol of the paper, run with {_readable(subject)}.",
     )
@@ -152,8 +232,8 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
     n_ref = n0
     if conflicts & {"budget", "staff"}:
         n_ref = rng.randint(min_n, max(min_n, n0 - max(1, (n0 - min_n) // 3)))
-    reference = Protocol(
-        sample_size=n_ref, controls=controls, technique=tref, duration_days=d_ref,
+    reference = trusted(
+        Protocol, sample_size=n_ref, controls=list(controls), technique=tref, duration_days=d_ref,
         required_equipment=ref_eq, required_reagents=ref_re + list(critical),
         rationale="Reference plan: the paper's protocol adapted to this lab.",
     )
@@ -194,8 +274,9 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         # The lab's next technique stays runnable: it moves a plan there rather than volunteer a stand-in.
         protected |= {next(o for o in s if o != conflict_item) for s in techniques[far[0]].equipment_slots
                       + techniques[far[0]].reagent_slots if any(o != conflict_item for o in s)}
-    state = {i: rng.choice(NOISE_STATES) for i in equipment_ids + sorted(costs)}
-    state.update({i: "free" for i in protected})
+    reagent_ids = catalog.reagent_ids  # == sorted(costs)
+    state = _noise(rng, equipment_ids + reagent_ids)
+    state.update(dict.fromkeys(protected, "free"))
     if conflict_item:
         state[conflict_item] = rng.choice(("blocked", "absent"))
     if "technique" in conflicts:
@@ -213,14 +294,15 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         if hazard and t not in runs[:2] and rng.random() < 0.5:
             banned.add(t)
             restrictions.append(f"{t} is not permitted in this lab: {domain.hazards[hazard]}")
-    routine = tuple(t for t in runs if t not in banned)
+    routine = tuple(filterfalse(banned.__contains__, runs))
 
+    equipment, reagents = _by_state(equipment_ids, state), _by_state(reagent_ids, state)
     lab = LabFacts(
         budget_total=budget,
-        equipment_available=tuple(i for i in equipment_ids if state[i] == "free"),
-        equipment_booked=tuple(i for i in equipment_ids if state[i] == "blocked"),
-        reagents_in_stock=tuple(i for i in sorted(costs) if state[i] == "free"),
-        reagents_out_of_stock=tuple(i for i in sorted(costs) if state[i] == "blocked"),
+        equipment_available=equipment["free"],
+        equipment_booked=equipment["blocked"],
+        reagents_in_stock=reagents["free"],
+        reagents_out_of_stock=reagents["blocked"],
         staff_count=staff,
         time_limit_days=time_limit,
         safety_restrictions=tuple(restrictions),
@@ -232,16 +314,16 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         substitutes=substitutes, option_costs=option_costs, critical_items=critical,
     )
     fmt = dict(subject=_readable(subject), treatment=_readable(treatment), technique=_readable(t0))
-    published = json.dumps({
+    published = _COMPACT_JSON.encode({
         "sample_size": n0, "controls": controls, "technique": t0, "duration_days": d0,
         "required_equipment": paper.required_equipment, "required_reagents": paper.required_reagents,
-    }, separators=(",", ":"))
+    })
     close_eq, close_re = _first_options(techniques[t_close])
-    cross_check = json.dumps({
+    cross_check = _COMPACT_JSON.encode({
         "sample_size": n0, "controls": controls, "technique": t_close,
         "duration_days": max(d0, techniques[t_close].min_days),
         "required_equipment": close_eq, "required_reagents": close_re + list(critical),
-    }, separators=(",", ":"))
+    })
     scenario = Scenario(
         seed=seed, template=domain.name, difficulty=difficulty,
         paper_title=rng.choice(domain.title_templates).format(**fmt),

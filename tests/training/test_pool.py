@@ -15,7 +15,8 @@ from training.config.train import load_train_config
 from training.rollout.records import EpisodeJob
 from training.trainer.pool import OpponentPool
 
-SELFPLAY = "configs/train/selfplay.yaml"
+BASE = "configs/train/default.yaml"  # no pools of its own (the shipped self-play config has some)
+SELFPLAY = ["seats.lab_manager=policy"]
 POOL = ['seats.pools={"lab_manager": [{"seat": "policy", "weight": 2}, {"seat": "snapshot", "weight": 1}, '
         '{"seat": "scripted:cooperative", "weight": 1}]}', "seats.snapshots.every=2", "seats.snapshots.keep=2"]
 
@@ -27,7 +28,7 @@ def _pool(every: int = 2, keep: int = 2, seed: int = 0) -> OpponentPool:
 
 
 def test_a_pool_config_loads_and_names_what_it_loads():
-    cfg = load_train_config(SELFPLAY, POOL)
+    cfg = load_train_config(BASE, [*SELFPLAY, *POOL])
     assert [m.seat for m in cfg.seats.pools["lab_manager"]] == ["policy", "snapshot", "scripted:cooperative"]
     assert cfg.seats.pool_seats == ("policy", "scripted:cooperative")
 
@@ -47,7 +48,7 @@ def test_a_bad_pool_is_one_clear_error(pools, extra, message):
     from training.config.loading import one_line
 
     with pytest.raises(ValidationError) as err:
-        load_train_config(SELFPLAY, [f"seats.pools={pools}", *extra])
+        load_train_config(BASE, [*SELFPLAY, f"seats.pools={pools}", *extra])
     assert message in one_line(err.value) and "\n" not in one_line(err.value)
 
 
@@ -187,3 +188,10 @@ def test_every_trained_seat_is_validated_against_each_fixed_opponent():
     assert metrics["val/lab_manager/vs/scripted:naive/reward"] == metrics["val/lab_manager/reward"]
     assert metrics["val/scientist/vs/scripted:cooperative/reward"] > metrics["val/scientist/vs/scripted:thrifty/reward"]
     assert metrics["val/scientist/agreement_rate"] == 1.0 and metrics["val/scientist/parse_failure_rate"] == 0.0
+
+
+def test_the_shipped_selfplay_config_draws_both_seats_opponents_from_pools():
+    cfg = load_train_config("configs/train/selfplay.yaml")
+    assert set(cfg.seats.pools) == {"scientist", "lab_manager"} and cfg.seats.snapshots.every > 0
+    assert cfg.seats.trained_roles == ("scientist", "lab_manager")
+    assert set(cfg.validation_opponents) == {"scientist", "lab_manager"}
