@@ -31,6 +31,8 @@ CURVE_PNG = "learning_curve.png"
 #: Each trained seat against its fixed validation opponents (``val/<role>/...``), drawn when the run logged them.
 SEATS_PNG = "seats_curve.png"
 ROLE_NAMES = {"scientist": "Scientist", "lab_manager": "Lab Manager"}
+#: One color per seat in every panel of ``seats_curve.png``.
+ROLE_COLORS = {"scientist": "tab:blue", "lab_manager": "tab:orange"}
 
 
 def learning_curve(run_dir: Path | str) -> list[dict[str, float]]:
@@ -145,12 +147,12 @@ def plot_seat_curves(rows: list[dict[str, float]], out: Path | str, window: int 
         for axis, key in zip(axes, ("reward", "agreement_rate", "parse_failure_rate")):
             checks = [(row["step"], row[f"val/{role}/{key}"]) for row in rows if f"val/{role}/{key}" in row]
             if checks:
-                axis.plot(*zip(*checks), "o-", label=f"{name} (validation)")
+                axis.plot(*zip(*checks), "o-", color=ROLE_COLORS[role], label=f"{name} (validation)")
         train = f"by_role/{role}/parse_failure_rate"
         xs = [row["step"] for row in rows if train in row]
         ys = [_window_mean([r for r in rows if xs and x - window < r["step"] <= x], train, "episode/count") for x in xs]
         if xs:
-            axes[2].plot(xs, ys, "--", label=f"{name} (training episodes)")
+            axes[2].plot(xs, ys, "--", color=ROLE_COLORS[role], label=f"{name} (training episodes)")
     for axis, label in zip(axes, ("own reward vs fixed opponents", "agreement rate", "parse failure rate")):
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
