@@ -25,6 +25,11 @@ from replicalab.models import AgentRole, ScientistAction, ScientistObservation
 
 #: The two roles, Scientist first (the order turns are taken in); ``AgentRole`` is their type.
 ROLES: tuple[AgentRole, ...] = get_args(AgentRole)
+
+
+def other_role(role: str) -> AgentRole:
+    """The role across the table from ``role``."""
+    return ROLES[1] if role == ROLES[0] else ROLES[0]
 SeatKind = Literal["policy", "scripted", "model"]
 POLICY = "policy"
 SCRIPTED = "scripted"

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.scenarios import cells
-from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, parse_seat
+from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, other_role, parse_seat
 from training.config.loading import STRICT_NUMBERS_AS_STR, load_config
 from training.config.model import SamplingConfig, VLLMConfig
 from training.config.placement import PlacementConfig
@@ -62,7 +62,7 @@ class SeatsConfig(BaseModel):
         if not self.trained_roles:
             raise ValueError("at least one seat must be 'policy' (the weights being trained)")
         for role, members in self.pools.items():
-            other = next(r for r in ROLES if r != role)
+            other = other_role(role)
             if other not in self.trained_roles:
                 raise ValueError(f"seats.pools.{role} plays against the trained {other}, but seats.{other} is "
                                  f"not policy")
@@ -328,7 +328,7 @@ class ValidationConfig(BaseModel):
         for role, seats in self.opponents.items():
             if not seats:
                 raise ValueError(f"validation.opponents.{role} is empty: name at least one opponent")
-            other = next(r for r in ROLES if r != role)
+            other = other_role(role)
             for seat in seats:
                 parse_seat(other, seat, training=True)
                 if seat == POLICY:

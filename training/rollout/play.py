@@ -22,6 +22,7 @@ from replicalab.seats import (
     MODEL_PREFIX,
     POLICY,
     SCRIPTED,
+    other_role,
     parse_seat,
     scripted_agent,
 )
@@ -198,7 +199,7 @@ def _job_seats(base: Mapping[str, str], job: EpisodeJob) -> dict[str, str]:
     """Role -> seat spec for one job: the collect's seats, the other role's replaced by the job's ``opponent``."""
     seats = dict(base)
     if job.opponent:
-        seats[next(role for role in seats if role != job.role)] = job.opponent
+        seats[other_role(job.role)] = job.opponent
     return seats
 
 

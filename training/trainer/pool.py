@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from transformers import TrainerCallback
 
-from replicalab.seats import ROLES
+from replicalab.seats import ROLES, other_role
 from training.config.pool import SNAPSHOT, PoolMember, SnapshotConfig
 from training.rollout.contract import SNAPSHOT_PREFIX
 from training.rollout.records import EpisodeJob
@@ -56,7 +57,7 @@ class OpponentPool:
     # -- draws -------------------------------------------------------------------------------------
     def opponent(self, trained_role: str, step: int, group: int) -> str:
         """The seat spec playing the other role in group ``group`` of step ``step`` (``""``: no pool, the seat)."""
-        other = next(r for r in ROLES if r != trained_role)
+        other = other_role(trained_role)
         members = self.pools.get(other)
         if not members:
             return ""
@@ -68,8 +69,6 @@ class OpponentPool:
 
     def assign(self, jobs: Sequence[EpisodeJob], step: int) -> list[EpisodeJob]:
         """``jobs`` with each group's drawn opponent."""
-        from dataclasses import replace
-
         drawn = {job.group: self.opponent(job.role, step, job.group) for job in jobs}
         return [replace(job, opponent=drawn[job.group]) for job in jobs]
 
@@ -81,7 +80,7 @@ class OpponentPool:
         groups = {job.group: job for job in jobs}
         for trained in ROLES:
             mine = [job for job in groups.values() if job.role == trained and job.opponent]
-            other = next(r for r in ROLES if r != trained)
+            other = other_role(trained)
             for seat, count in Counter(_member(job.opponent) for job in mine).items():
                 out[f"pool/{other}/{seat}"] = count / len(mine)
         return out
