@@ -168,7 +168,7 @@ def test_every_trained_seat_is_validated_against_each_fixed_opponent():
     from training.config.model import SamplingConfig
     from training.rollout.play import play_jobs
     from training.rollout.records import validation_jobs
-    from training.trainer.grpo import seat_metrics
+    from training.trainer.validation import seat_metrics
 
     opponents = {"scientist": ["scripted:thrifty", "scripted:cooperative"], "lab_manager": ["scripted:naive"]}
     jobs = validation_jobs(9, ["cell_biology", "ml_benchmark", "behavioral_psychology"], ["easy", "medium", "hard"],

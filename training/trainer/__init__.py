@@ -3,5 +3,6 @@
 code that imports trl: a ``rollout_func`` that plays episodes on a rollout backend, callbacks), ``weights``
 (what the workers load each step), ``distributed`` (the learner's processes under torchrun), ``grad_guard``
 (skips non-finite gradient steps), ``checkpoints`` (sealed checkpoints, resume), ``interrupt`` (stop on a
-signal), ``curve`` (the learning curve) and ``export`` (``final/``).
+signal), ``curve`` (the learning curve), ``validation`` (every trained seat against fixed opponents),
+``advantages`` (the per-role baseline), ``pool`` (opponent pools and snapshots) and ``export`` (``final/``).
 """

@@ -32,8 +32,6 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from replicalab.metrics import episode_metrics
-from replicalab.metrics import role_reward as role_reward_of
-from replicalab.seeds import METRIC_PREFIXES
 from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
 from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
@@ -47,7 +45,6 @@ from training.trainer.weights import lora_peft_config, payload_bytes, trainer_we
 REWARD_KEY = "role_reward"
 STEP_SEED_STRIDE = 1_000_003
 #: Prefix of the periodic validation check's metrics (what sweeps and selection read).
-VALIDATION_PREFIX = f"{METRIC_PREFIXES['validation']}/"
 #: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
 MISMATCH_WARN_NATS = 1e-2
 
@@ -271,50 +268,6 @@ def _trajectory_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
     }
 
 
-class ValidationCallback(TrainerCallback):
-    """Every ``every_steps`` steps: the current weights play ``jobs`` (a slice of ``VALIDATION_SEEDS``, the
-    same each time, for every trained seat and fixed opponent: ``validation_jobs``) sampled with ``seed``,
-    logged as ``val/*`` (the Scientist's episodes against its first opponent) and ``val/<role>/...`` per seat
-    (``seat_metrics``).  Evaluation only: no gradient sees these episodes, and no test seed is ever played
-    here.  ``every_steps=0`` turns it off."""
-
-    def __init__(self, backend: Optional[Backend], logger: RunLogger, *, jobs: Sequence[EpisodeJob],
-                 every_steps: int, seed: int, lora: LoraConfig):
-        self.backend, self.logger, self.lora = backend, logger, lora
-        self.jobs, self.every_steps, self.seed = list(jobs), every_steps, seed
-        self.trainer: Optional[GRPOTrainer] = None  # set by build_trainer (the weights are gathered from it)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if not self.every_steps or state.global_step % self.every_steps or not self.jobs:
-            return
-        weights = trainer_weights(self.trainer, self.lora)  # every process; the main one plays
-        if weights is None:
-            return
-        self.backend.set_weights(weights, state.global_step)
-        records = self.backend.collect(self.jobs, sampling_seed=self.seed)
-        first = records[0].job.opponent
-        scientist = [r.log for r in records if r.job.role == "scientist" and r.job.opponent == first]
-        metrics = {f"{VALIDATION_PREFIX}{k}": v for k, v in episode_metrics(scientist).items()}
-        self.logger.log(state.global_step, {**metrics, **seat_metrics(records)})
-
-
-def seat_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
-    """Per trained seat (the records' ``job.role``): its own reward, agreement and parse failures over all its
-    validation episodes, and its reward against each opponent (``val/<role>/vs/<opponent>/reward``)."""
-    out: dict[str, float] = {}
-    for role in dict.fromkeys(r.job.role for r in records):
-        mine = [r for r in records if r.job.role == role]
-        turns = [t for r in mine for t in r.log.turns if t.role == role]
-        prefix = f"{VALIDATION_PREFIX}{role}/"
-        out[prefix + "reward"] = sum(role_reward_of(r.log, role) for r in mine) / len(mine)
-        out[prefix + "agreement_rate"] = sum(r.log.agreement_reached for r in mine) / len(mine)
-        out[prefix + "parse_failure_rate"] = sum(t.action is None for t in turns) / max(1, len(turns))
-        for opponent in dict.fromkeys(r.job.opponent for r in mine):
-            against = [role_reward_of(r.log, role) for r in mine if r.job.opponent == opponent]
-            out[f"{prefix}vs/{opponent}/reward"] = sum(against) / len(against)
-    return out
-
-
 class LoggerCallback(TrainerCallback):
     """Forward TRL's scalars (loss, KL, clip ratios, lr...) to the run logger, with the step's time
     left after weight sync and rollout as ``time/optimizer_s``; checkpoints as artifacts."""
@@ -387,7 +340,7 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
 
 
 def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], rollouts: EpisodeRollouts,
-                  validation: ValidationCallback, logger: RunLogger, lora: LoraConfig,
+                  validation: TrainerCallback, logger: RunLogger, lora: LoraConfig,
                   rollout_correction_clip: Optional[float], role_baseline: Optional[RoleBaseline] = None,
                   extra_callbacks: Sequence[TrainerCallback] = (), chat_template: str | None = None) -> GRPOTrainer:
     """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
