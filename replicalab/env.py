@@ -40,7 +40,6 @@ from replicalab.models import (
     StepInfo,
     StepResult,
     TurnRecord,
-    trusted,
 )
 from replicalab.models import (
     LabManagerActionType as LA,
@@ -51,6 +50,7 @@ from replicalab.models import (
 from replicalab.render import apply_suggestion, render_lab_manager, render_scientist
 from replicalab.scenario_records import Scenario, canonical_id
 from replicalab.scenarios import generate_scenario
+from replicalab.trusted import trusted
 
 DEFAULT_MAX_ROUNDS = 6
 MAX_CONSECUTIVE_INVALID = 2

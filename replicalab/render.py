@@ -7,8 +7,8 @@ from replicalab.models import (
     Protocol,
     ScientistAction,
     ScientistActionType,
-    trusted,
 )
+from replicalab.trusted import trusted
 
 QUESTION_PREFIX = "- "
 SUGGESTED_MARKER = " Suggested: "

@@ -24,10 +24,11 @@ from typing import Callable, Literal
 
 from replicalab.lab.feasibility import Feasibility, FeasibilityReport
 from replicalab.lab.repair import repair_plan
-from replicalab.models import LabManagerAction, LabManagerObservation, Protocol, trusted
+from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
 from replicalab.models import LabManagerActionType as LA
 from replicalab.render import apply_suggestion
 from replicalab.scenario_records import Scenario, canonical_id
+from replicalab.trusted import trusted
 
 LabPolicy = Literal["cooperative", "thrifty"]
 #: The thrifty lab's suggested sample size, as a share of its repair's.

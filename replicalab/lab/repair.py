@@ -18,8 +18,9 @@ import math
 from typing import Callable
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, plan_cost
-from replicalab.models import Protocol, trusted
+from replicalab.models import Protocol
 from replicalab.scenario_records import Scenario, Technique, canonical_id
+from replicalab.trusted import trusted
 
 SAMPLE_FLOOR_FRACTION = 0.75  # keep at least this share of the proposed sample size, if shortening allows
 

@@ -32,7 +32,7 @@ from itertools import filterfalse
 from operator import itemgetter
 
 from replicalab.lab.feasibility import HOURS_PER_STAFF_DAY, check_feasibility, plan_cost
-from replicalab.models import Protocol, trusted
+from replicalab.models import Protocol
 from replicalab.scenario_records import (
     CROSS_CHECK_MARKER,
     POWER_STATEMENT,
@@ -44,6 +44,7 @@ from replicalab.scenario_records import (
     Technique,
     TechniqueSpec,
 )
+from replicalab.trusted import trusted
 
 WORKLOAD_JITTER = (0.8, 1.25)
 MIN_SAMPLE_FRACTION = (0.5, 0.7)
