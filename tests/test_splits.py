@@ -103,6 +103,15 @@ def test_metric_value_refuses_test_metrics(tmp_path) -> None:
     assert metric_value(tmp_path, "val/reward/mean", 1) == 2.0
 
 
+def test_metric_value_leaves_out_the_check_of_the_starting_weights(tmp_path) -> None:
+    from training.sweep.trial import metric_value
+
+    rows = [{"step": 0, "val/reward/mean": 9.0}, {"step": 0, "reward/mean": 1.0},
+            {"step": 4, "val/reward/mean": 2.0}, {"step": 8, "val/reward/mean": 4.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert metric_value(tmp_path, "val/reward/mean", 3) == 3.0
+
+
 @pytest.mark.parametrize("value", ["-1", "100001", str(10**6)])
 def test_build_default_model_refuses_bad_eval_seeds_before_building(value, tmp_path) -> None:
     out = tmp_path / "model"
@@ -180,6 +189,8 @@ def test_training_with_validation_every_step_never_plays_a_test_seed(policy_wide
     assert validation and all(s in VALIDATION_SEEDS for s in validation)
     rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert any(k.startswith("val/") for r in rows for k in r)
+    checked = [r["step"] for r in rows if "val/reward/mean" in r]
+    assert checked == list(range(cfg.grpo.max_steps + 1))  # the starting weights, then every step
     assert not any(k.startswith(("test/", "heldout/")) for r in rows for k in r)
 
 

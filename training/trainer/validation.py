@@ -16,7 +16,7 @@ from training.trainer.weights import trainer_weights
 
 
 class ValidationCallback(TrainerCallback):
-    """Every ``every_steps`` steps: the current weights play ``jobs`` (a slice of ``VALIDATION_SEEDS``, the
+    """At step 0 and every ``every_steps`` steps: the current weights play ``jobs`` (a slice of ``VALIDATION_SEEDS``, the
     same each time, for every trained seat and fixed opponent: ``validation_jobs``) sampled with ``seed``,
     logged as ``val/*`` (the Scientist's episodes against its first opponent) and ``val/<role>/...`` per seat
     (``seat_metrics``).  Evaluation only: no gradient sees these episodes, and no test seed is ever played
@@ -28,18 +28,26 @@ class ValidationCallback(TrainerCallback):
         self.jobs, self.every_steps, self.seed = list(jobs), every_steps, seed
         self.trainer = None  # set by build_trainer (the weights are gathered from it)
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step == 0:  # the starting point of the curve (a resumed run has logged it already)
+            self._check(state.global_step)
+
     def on_step_end(self, args, state, control, **kwargs):
-        if not self.every_steps or state.global_step % self.every_steps or not self.jobs:
+        if state.global_step % max(1, self.every_steps) == 0:
+            self._check(state.global_step)
+
+    def _check(self, step: int) -> None:
+        if not self.every_steps or not self.jobs:
             return
         weights = trainer_weights(self.trainer, self.lora)  # every process; the main one plays
         if weights is None:
             return
-        self.backend.set_weights(weights, state.global_step)
+        self.backend.set_weights(weights, step)
         records = self.backend.collect(self.jobs, sampling_seed=self.seed)
         first = records[0].job.opponent
         scientist = [r.log for r in records if r.job.role == "scientist" and r.job.opponent == first]
         metrics = {f"{VALIDATION_PREFIX}{k}": v for k, v in episode_metrics(scientist).items()}
-        self.logger.log(state.global_step, {**metrics, **seat_metrics(records)})
+        self.logger.log(step, {**metrics, **seat_metrics(records)})
 
 
 def seat_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
