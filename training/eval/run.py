@@ -30,18 +30,20 @@ ORACLE = "scripted:oracle"
 
 
 def agent_model_dir(spec: str) -> str | None:
-    """Where a ``model:`` agent loads from (``model:default`` resolved); None for a scripted agent."""
+    """The local directory a ``model:`` agent loads from (``training.model.snapshot.local_model_dir``: the default
+    model built, a hub id downloaded or read from the cache); None for a scripted agent."""
     seat = parse_seat("scientist", spec)
     if seat.kind != MODEL:
         return None
-    from training.model.default import resolve_model
+    from training.model.snapshot import local_model_dir
 
-    return resolve_model(seat.arg)
+    return local_model_dir(seat.arg)
 
 
 def play_agent(spec: str, lab_manager: str, cfg: EvalConfig, jobs: list[EpisodeJob]) -> list[EpisodeLog]:
     """Every job's EpisodeLog with ``spec`` in the Scientist seat against ``lab_manager`` (models decode as
     ``cfg.sampling``)."""
+    from training.model.snapshot import local_model_dirs, seat_models
     from training.model.validate import resolve_chat_template
     from training.rollout.backends import make_backend
     from training.rollout.contract import RolloutSpec
@@ -59,7 +61,8 @@ def play_agent(spec: str, lab_manager: str, cfg: EvalConfig, jobs: list[EpisodeJ
     python, _ = worker_python(cfg.engine, cfg.vllm)
     rollout = RolloutSpec(model=model_dir, scientist="policy", lab_manager=lab_manager, sampling=cfg.sampling,
                           max_rounds=cfg.max_rounds, device="auto", engine=cfg.engine, vllm=cfg.vllm,
-                          chat_template=chat_template)
+                          chat_template=chat_template,
+                          model_dirs=tuple(local_model_dirs(seat_models([lab_manager])).items()))
     backend = make_backend(cfg.backend, rollout, pool=RayPool(num_workers=cfg.num_workers, python=python))
     try:
         return [r.log for r in backend.collect(jobs, sampling_seed=cfg.sampling_seed)]

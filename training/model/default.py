@@ -81,11 +81,12 @@ def looks_local(name: str) -> bool:
             or name.count("/") > 1 or "\\" in name or not HUB_ID.match(name))
 
 
-def _offline() -> bool:
+def offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` forbids the hub."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _check_files(name: str, path: Path) -> None:
+def check_files(name: str, path: Path) -> None:
     """``path`` (where model ``name`` loads from) is a directory with a config, weights and a tokenizer."""
     if not path.exists():
         raise UserInputError(f"model path {name} does not exist; {VALID_MODEL}")
@@ -110,9 +111,9 @@ def check_model_path(name: str) -> str:
         return str(default_model_dir())
     local = Path(name).expanduser()
     if local.exists() or looks_local(name):
-        _check_files(name, local)
+        check_files(name, local)
         return str(local)
-    if not _offline():
+    if not offline():
         return name
     from huggingface_hub import snapshot_download
 
@@ -121,7 +122,7 @@ def check_model_path(name: str) -> str:
     except Exception:
         raise UserInputError(f"model {name!r} is not a local directory and not in the Hugging Face cache "
                              f"(HF_HUB_OFFLINE is set); {VALID_MODEL}") from None
-    _check_files(name, Path(snapshot))
+    check_files(name, Path(snapshot))
     return snapshot
 
 

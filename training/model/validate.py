@@ -1,8 +1,9 @@
 """Load-time validation of every model seat (train policy, eval agents, play, frozen opponents).
 
 ``validate_model(name, chat_template=...)`` checks, before anything runs, that a model can be played: the
-name passes ``training.model.default.check_model_path`` (the one set of rules for a model name and its
-files), the default model is built on first use, the tokenizer loads, and a chat template exists (the
+name resolves to a local directory (``training.model.snapshot.local_model_dir``: the rules of
+``training.model.default.check_model_path``, the default model built on first use, a hub id downloaded once or
+read from the cache), the tokenizer loads, and a chat template exists (the
 tokenizer's own, else the given one) and renders an append-only chat.  Any failure is a one-line
 ``UserInputError``.
 
@@ -17,9 +18,9 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
-from replicalab.seats import DEFAULT_MODEL, MODEL_PREFIX
+from replicalab.seats import MODEL_PREFIX
 from training.errors import UserInputError
-from training.model.default import check_model_path, resolve_default_model
+from training.model.snapshot import local_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +81,13 @@ def check_append_only(tokenizer: Any, template: Optional[str] = None) -> None:
 
 
 def validate_model(name: str, *, chat_template: Optional[str] = None) -> str:
-    """Check ``name`` (a local directory, a hub id or ``default``) can be played; return where it loads from.
+    """Check ``name`` (a local directory, a hub id or ``default``) can be played; return the local directory it
+    loads from (``training.model.snapshot.local_model_dir``: the default model built, a hub id downloaded or
+    found in the cache).
 
     ``chat_template`` is the resolved Jinja text of the chat template option, used when the tokenizer has none.
     """
-    where = check_model_path(name)
-    if name == DEFAULT_MODEL:
-        where = check_model_path(str(resolve_default_model()))  # built on first use
+    where = local_model_dir(name)
     from transformers import AutoTokenizer
 
     try:

@@ -56,7 +56,9 @@ class RolloutSpec:
     ``model``: the policy's checkpoint directory or id (the ``policy`` seat); ``scientist`` /
     ``lab_manager``: seat specs (``replicalab.seats``); ``sampling``: how model seats sample (the only
     stored copy); ``engine``: ``hf`` or ``vllm`` (with ``vllm``'s settings); ``device``: the torch device of
-    the models; ``chat_template``: for tokenizers without one; ``max_rounds``: the episode's limit.
+    the models; ``chat_template``: for tokenizers without one; ``max_rounds``: the episode's limit;
+    ``model_dirs``: (name, local directory) of every ``model:NAME`` seat the driver resolved
+    (``training.model.snapshot``): a frozen opponent loads from its directory, never from the hub.
     """
 
     model: str
@@ -69,6 +71,7 @@ class RolloutSpec:
     vllm: Optional[VLLMConfig] = None
     chat_template: Optional[str] = None
     opponents: tuple[str, ...] = ()
+    model_dirs: tuple[tuple[str, str], ...] = ()
 
     @property
     def seats(self) -> dict[str, str]:

@@ -30,7 +30,8 @@ class InProcessBackend:
             torch.set_num_threads(torch_threads)
         self.spec = spec
         self.policy = PolicyModel(spec.model, device=spec.device, chat_template=spec.chat_template)
-        self.frozen = load_frozen(spec.frozen, spec.device, chat_template=spec.chat_template)
+        self.frozen = load_frozen(spec.frozen, spec.device, chat_template=spec.chat_template,
+                                  model_dirs=spec.model_dirs)
         self.snapshots: dict[str, Any] = {}
         self.restarts = 0  # nothing to restart here
 

@@ -57,15 +57,17 @@ class ModelSeat:
         return self.prompt_ids + self.completion_ids
 
 
-def load_frozen(seat_specs: Iterable[str], device: str = "auto",
-                chat_template: Optional[str] = None) -> dict[str, PolicyModel]:
-    """Load every ``model:DIR`` seat once (frozen opponents), each validated first
-    (``training.model.validate``; ``chat_template`` serves tokenizers without one)."""
+def load_frozen(seat_specs: Iterable[str], device: str = "auto", chat_template: Optional[str] = None,
+                model_dirs: Iterable[tuple[str, str]] = ()) -> dict[str, PolicyModel]:
+    """Load every ``model:NAME`` seat once (frozen opponents), each validated first
+    (``training.model.validate``; ``chat_template`` serves tokenizers without one), from the local directory
+    ``model_dirs`` gives NAME (the driver's resolution, ``RolloutSpec.model_dirs``), else from NAME."""
     from training.model.validate import validate_model
 
+    where = dict(model_dirs)
     return {
-        spec: PolicyModel(validate_model(spec[len(MODEL_PREFIX):], chat_template=chat_template),
-                          device=device, chat_template=chat_template)
+        spec: PolicyModel(validate_model(where.get(spec[len(MODEL_PREFIX):], spec[len(MODEL_PREFIX):]),
+                                         chat_template=chat_template), device=device, chat_template=chat_template)
         for spec in dict.fromkeys(seat_specs) if spec.startswith(MODEL_PREFIX)
     }
 
