@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from training.cluster.resources import ClusterResources
 from training.config.train import TrainConfig
@@ -40,12 +40,14 @@ def device(cfg: TrainConfig) -> str:
     return resolve_device(cfg.device).type
 
 
-def rollout_spec(cfg: TrainConfig, model_dir: str, device: str, chat_template: Optional[str]) -> RolloutSpec:
-    """What every collect of the run shares: the seats, the sampling (its only copy), engine and limits."""
+def rollout_spec(cfg: TrainConfig, model_dir: str, device: str, chat_template: Optional[str],
+                 model_dirs: Optional[Mapping[str, str]] = None) -> RolloutSpec:
+    """What every collect of the run shares: the seats, the sampling (its only copy), engine and limits;
+    ``model_dirs``: every model name's local directory (``training.model.snapshot.local_model_dirs``)."""
     return RolloutSpec(model=model_dir, scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager,
                        sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds, device=device,
                        engine=cfg.rollout.engine, vllm=cfg.rollout.vllm, chat_template=chat_template,
-                       opponents=cfg.opponent_seats)
+                       opponents=cfg.opponent_seats, model_dirs=tuple((model_dirs or {}).items()))
 
 
 def opponent_pool(cfg: TrainConfig):

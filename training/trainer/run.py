@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from replicalab.seats import MODEL_PREFIX
 from training.config.loading import RESOLVED_CONFIG_NAME, save_resolved
 from training.config.train import TrainConfig
 from training.errors import UserInputError
@@ -91,6 +92,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     holds the rollout backend, the logs and the W&B run (``training.trainer.distributed``); each step is
     still ``grpo.episodes_per_step`` episodes in all, and the other processes return ``{"rank": r}``."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from training.model.snapshot import local_model_dirs, seat_models
     from training.model.validate import resolve_chat_template, validate_model, validate_seats
     from training.trainer.distributed import barrier, init_learner, learner_from_env, run_on_main
 
@@ -102,8 +104,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     barrier()  # every process checked the run directory before the main one changes it
     checkpoint, manifest = run_on_main(lambda: _find_checkpoint(cfg, resume), share=True)
     chat_template = resolve_chat_template(cfg.chat_template)
-    model_dir = validate_model(cfg.model, chat_template=chat_template)
-    validate_seats([cfg.seats.scientist, cfg.seats.lab_manager, *cfg.opponent_seats], chat_template=chat_template)
+    # every model name to a local directory (hub ids downloaded once, by the main process) before anything starts
+    seats = seat_models([cfg.seats.scientist, cfg.seats.lab_manager, *cfg.opponent_seats])
+    model_dirs = run_on_main(lambda: local_model_dirs([cfg.model, *seats]), share=True)
+    model_dir = validate_model(model_dirs[cfg.model], chat_template=chat_template)
+    validate_seats([MODEL_PREFIX + model_dirs[name] for name in seats], chat_template=chat_template)
     from training.rollout.engines import worker_python
 
     python = run_on_main(lambda: worker_python(cfg.rollout.engine, cfg.rollout.vllm)[0])  # the workers' interpreter
@@ -112,7 +117,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     from training.trainer.interrupt import StopCallback, StopOnSignal, TrainingInterrupted
 
     run_dir = cfg.run_dir
-    spec = build.rollout_spec(cfg, model_dir, device, chat_template)
+    spec = build.rollout_spec(cfg, model_dir, device, chat_template, model_dirs=model_dirs)
     backend = run_on_main(lambda: build.make_run_backend(cfg, spec, run_dir, learner.world_size, python))
     start = time.perf_counter()
     try:
