@@ -5,7 +5,9 @@ After the Trainer has written ``checkpoint-N`` (weights, optimizer, scheduler, R
 state), ``ManifestCallback`` writes ``manifest.json`` into it LAST and atomically (temporary file +
 ``os.replace``): every file with its size and sha256, the step, and how many lines each run log held
 at that moment (so a resume can cut the logs back to exactly this step).  A checkpoint without a
-valid manifest, or whose files differ from it, is incomplete.  ``resume_checkpoint`` picks the newest
+valid manifest, or whose files differ from it, or that lacks a part its layout needs (the manifest records the
+layout the learner's backend writes: plain, FSDP full or sharded, DeepSpeed; ``checkpoint_layouts``), is
+incomplete.  ``resume_checkpoint`` picks the newest
 complete checkpoint: damaged newer ones are reported file by file, renamed aside
 (``damaged-checkpoint-N``, never deleted) and the previous complete one is used with a warning; none
 complete raises ``UserInputError``.  A resume never continues with a silently fresh optimizer.
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from training.errors import UserInputError
+from training.trainer.checkpoint_layouts import DEFAULT_LAYOUT, missing_parts
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +31,6 @@ CHECKPOINT_PREFIX = "checkpoint-"
 MANIFEST_FILE = "manifest.json"
 #: Prefix a damaged checkpoint is renamed to (outside the Trainer's ``checkpoint-*`` pattern).
 DAMAGED_PREFIX = "damaged-"
-#: Files a resumable checkpoint must hold besides the weights and RNG states (the Trainer's names).
-REQUIRED_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json")
-#: One of these holds the weights.
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
 HASH_CHUNK = 1 << 20
 
 
@@ -65,17 +64,13 @@ def _files(ckpt: Path) -> list[Path]:
                   and not p.name.startswith(MANIFEST_FILE))
 
 
-def rng_files(processes: int) -> tuple[str, ...]:
-    """The Trainer's RNG-state files of a run with ``processes`` learner processes (one each)."""
-    return ("rng_state.pth",) if processes == 1 else tuple(f"rng_state_{i}.pth" for i in range(processes))
-
-
-def write_manifest(ckpt: Path, step: int, logs: Optional[Mapping[str, int]] = None, processes: int = 1) -> Path:
+def write_manifest(ckpt: Path, step: int, logs: Optional[Mapping[str, int]] = None, processes: int = 1,
+                   layout: str = DEFAULT_LAYOUT) -> Path:
     """Seal ``ckpt``: write ``manifest.json`` (every file's size and sha256, ``step``, ``logs``: lines per
-    run log, ``processes``: learner processes that saved into it) through a temporary file renamed into
-    place, so the manifest exists only when whole."""
-    files = {str(p.relative_to(ckpt)): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(ckpt)}
-    manifest = {"step": step, "files": files, "logs": dict(logs or {}), "processes": processes}
+    run log, ``processes``: learner processes that saved into it, ``layout``: how the backend laid it out)
+    through a temporary file renamed into place, so the manifest exists only when whole."""
+    files = {p.relative_to(ckpt).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _files(ckpt)}
+    manifest = {"step": step, "files": files, "logs": dict(logs or {}), "processes": processes, "layout": layout}
     out = ckpt / MANIFEST_FILE
     tmp = ckpt / f"{MANIFEST_FILE}.tmp"
     with tmp.open("w", encoding="utf-8") as fh:
@@ -106,13 +101,9 @@ def verify_checkpoint(ckpt: Path) -> list[str]:
         manifest = read_manifest(ckpt)
     except ValueError as exc:
         return [str(exc)]
-    problems = []
     listed = manifest["files"]
-    for name in (*REQUIRED_FILES, *rng_files(int(manifest.get("processes", 1)))):
-        if name not in listed:
-            problems.append(f"{name} never written")
-    if not any(name in listed for name in WEIGHT_FILES):
-        problems.append("no weights file written")
+    problems = missing_parts(ckpt, str(manifest.get("layout", DEFAULT_LAYOUT)), listed,
+                             int(manifest.get("processes", 1)))
     for name, want in sorted(listed.items()):
         path = ckpt / name
         if not path.is_file():
@@ -150,9 +141,10 @@ def resume_checkpoint(checkpoints_dir: Path) -> tuple[Path, dict[str, Any]]:
                          "start a new run (another run_name) instead")
 
 
-def make_manifest_callback(log_positions: Callable[[], Mapping[str, int]]):
+def make_manifest_callback(log_positions: Callable[[], Mapping[str, int]], layout: str = DEFAULT_LAYOUT):
     """A ``TrainerCallback`` that seals each checkpoint the Trainer saved (``write_manifest``) with the
-    run logs' line counts from ``log_positions()``.  Add it to the trainer's callbacks."""
+    run logs' line counts from ``log_positions()`` and the trainer's ``layout`` (``checkpoint_layouts.layout_of``).
+    Add it to the trainer's callbacks."""
     from transformers import TrainerCallback
 
     from training.trainer.distributed import barrier
@@ -164,7 +156,7 @@ def make_manifest_callback(log_positions: Callable[[], Mapping[str, int]]):
                 return
             ckpt = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}"
             if ckpt.is_dir():
-                write_manifest(ckpt, state.global_step, log_positions(), processes=args.world_size)
+                write_manifest(ckpt, state.global_step, log_positions(), processes=args.world_size, layout=layout)
                 logger.info("checkpoint %s saved and sealed", ckpt)
 
     return ManifestCallback()

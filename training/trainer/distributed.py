@@ -14,7 +14,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from training.config.learner import DEFAULT_TIMEOUT_MINUTES
+
 T = TypeVar("T")
+#: The process group's timeout when the caller gives none (``learner.timeout_minutes``' default).
+DEFAULT_TIMEOUT_S = DEFAULT_TIMEOUT_MINUTES * 60
+#: What tells accelerate to start the process group through DeepSpeed.
+ACCELERATE_DEEPSPEED_ENV = "ACCELERATE_USE_DEEPSPEED"
 
 
 @dataclass(frozen=True)
@@ -43,15 +49,26 @@ def learner_from_env() -> Learner:
                    local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def init_learner(device: str) -> Learner:
+def init_learner(device: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, deepspeed: bool = False) -> Learner:
     """This process's ``Learner``; with several processes, the process group is started here (through
     accelerate, whose state the trainer then reuses) so the run can agree on things before the trainer
-    exists."""
+    exists.  ``timeout_s`` bounds every collective (``learner.timeout_minutes``: the others wait while the
+    main process alone starts workers or hashes a checkpoint; torch's default is 10 minutes); ``deepspeed``
+    starts the group through DeepSpeed (``learner.sharding=zero3``), as the trainer's accelerator expects."""
     learner = learner_from_env()
     if learner.distributed:
+        from datetime import timedelta
+
         from accelerate import PartialState
 
-        PartialState(cpu=device == "cpu")
+        previous = os.environ.get(ACCELERATE_DEEPSPEED_ENV)
+        if deepspeed:
+            os.environ[ACCELERATE_DEEPSPEED_ENV] = "true"
+        try:
+            PartialState(cpu=device == "cpu", timeout=timedelta(seconds=timeout_s))
+        finally:
+            if deepspeed and previous is None:
+                os.environ.pop(ACCELERATE_DEEPSPEED_ENV, None)
     return learner
 
 

@@ -77,7 +77,13 @@ def save_final(trainer: Any, source: str, final: Path, *, chat_template: Optiona
             model.save_pretrained(str(final / ADAPTER_DIRNAME))
             model.merge_and_unload().save_pretrained(str(final))
             logger.info("final/: LoRA adapter merged into the base weights (adapter kept in %s)", ADAPTER_DIRNAME)
-    else:  # every learner process (the gather is collective under FSDP / ZeRO-3); the main one writes
+    elif getattr(trainer, "is_fsdp_enabled", False):
+        # FSDP: every process takes part in gathering the whole weights (a sharded checkpoint format leaves
+        # Trainer.save_model a no-op); the main one writes them as a plain model
+        state = trainer.accelerator.get_state_dict(trainer.model)
+        if main:
+            trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(final), state_dict=state)
+    else:  # every learner process (the gather is collective under ZeRO-3); the main one writes
         trainer.save_model(str(final))
     if not main:
         return

@@ -298,9 +298,11 @@ class LoggerCallback(TrainerCallback):
 
 
 def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, temperature: float, seed: int,
-                checkpoint: CheckpointConfig, use_cpu: bool, bf16: bool) -> GRPOConfig:
+                checkpoint: CheckpointConfig, use_cpu: bool, bf16: bool,
+                sharding: Optional[dict[str, Any]] = None) -> GRPOConfig:
     """TRL's config: ``grpo``'s hyperparameters, ``batch_per_process`` episodes per learner process and
-    micro-step (the global batch stays ``grpo.episodes_per_step``), checkpoints into ``output_dir``."""
+    micro-step (the global batch stays ``grpo.episodes_per_step``), checkpoints into ``output_dir``;
+    ``sharding``: the learner's FSDP/DeepSpeed keywords and timeout (``training.trainer.sharding``)."""
     g = grpo
     return GRPOConfig(
         output_dir=str(output_dir),
@@ -336,6 +338,7 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
         bf16=bf16,
         shuffle_dataset=False,  # the order is the row stream's, independent of max_steps
         disable_tqdm=False,
+        **(sharding or {}),
     )
 
 

@@ -1,4 +1,5 @@
-"""Graceful stop of a training run on SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption).
+"""Graceful stop of a training run on SIGINT (Ctrl-C), SIGTERM (a scheduler's preemption) or SIGUSR1 (SLURM's
+warning before the time limit): the signals ``learner.stop_signals`` lists.
 
 ``StopOnSignal`` installs the handlers for the run: the first signal only records itself, and
 ``StopCallback`` then asks the Trainer to save a checkpoint at the next step boundary and stop;
@@ -8,8 +9,9 @@ raises ``KeyboardInterrupt`` at once (no checkpoint; the newest complete one sta
 comes within ``REPEAT_WINDOW_S`` of the first: that is one stop delivered twice (under torchrun a
 Ctrl-C reaches every process from the terminal and again as the launcher's SIGTERM).  Under torchrun
 every learner process stops at the same step (``StopCallback`` agrees on it); the launcher kills its
-processes 30 s after forwarding the signal, so a step that cannot finish and save by then ends without
-a checkpoint and ``--resume`` continues from the previous complete one.
+processes ``--shutdown-timeout`` seconds after forwarding the signal (30 by default; ``launch/slurm.sbatch``
+sets it from ``STOP_GRACE_S`` and asks torchrun to forward SIGUSR1 too), so a step that cannot finish and
+save by then ends without a checkpoint and ``--resume`` continues from the previous complete one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import signal
 import threading
 import time
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from transformers import TrainerCallback
 
@@ -27,7 +29,7 @@ from training.trainer.distributed import max_over_processes
 
 logger = logging.getLogger(__name__)
 
-#: The signals that stop a run gracefully.
+#: The signals that stop a run gracefully when the caller names none.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds after the first stop signal in which another one is the same stop, not an abort.
 REPEAT_WINDOW_S = 2.0
@@ -52,10 +54,12 @@ class TrainingInterrupted(Exception):
 
 
 class StopOnSignal:
-    """Context manager: while active, SIGINT/SIGTERM set ``signum`` (first) or raise ``KeyboardInterrupt``
-    (second).  Handlers are installed only in the main thread (elsewhere it is inert)."""
+    """Context manager: while active, each of ``signals`` (default SIGINT, SIGTERM) sets ``signum`` (first) or
+    raises ``KeyboardInterrupt`` (second).  Handlers are installed only in the main thread (elsewhere it is
+    inert)."""
 
-    def __init__(self) -> None:
+    def __init__(self, signals: Sequence[int] = STOP_SIGNALS) -> None:
+        self.signals = tuple(signals)
         self.signum: Optional[int] = None
         self._received_at: Optional[float] = None  # when this process got its first signal
         self._previous: dict[int, Any] = {}
@@ -75,7 +79,7 @@ class StopOnSignal:
 
     def __enter__(self) -> "StopOnSignal":
         if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
+            for sig in self.signals:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
