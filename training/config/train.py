@@ -107,6 +107,15 @@ class RolloutConfig(BaseModel):
         "engine in each Ray rollout worker: paged KV cache, prefix caching across a seat's turns, continuous "
         "batching; needs rollout.backend=ray and a vLLM environment, rollout.vllm.python)."))
     vllm: VLLMConfig = Field(default_factory=VLLMConfig, description="The vLLM engine (rollout.engine=vllm).")
+    weight_sync: Literal["collective", "object_store"] = Field(default="collective", description=(
+        "How the learner's weights reach the Ray workers each step: collective (the model's dtype, in buckets, "
+        "over a torch.distributed group of the learner's main process and every worker: NCCL on GPUs, gloo "
+        "otherwise) or object_store (float32 numpy arrays through Ray's object store, also the fallback)."))
+    weight_sync_bucket_mib: int = Field(default=256, ge=1, description=(
+        "Bucket size (MiB) of the collective weight sync: each side holds one bucket beside the weights."))
+    weight_sync_timeout_s: float = Field(default=120.0, gt=0.0, description=(
+        "Seconds the weight-sync group may take to form or to pass one bucket before the sync falls back "
+        "to the object store."))
 
     @field_validator("sampling")
     @classmethod

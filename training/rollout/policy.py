@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -274,6 +275,28 @@ class PolicyModel:
         self.model.load_state_dict(tensors, strict=False)
         self._loaded(version)
 
+    @torch.no_grad()
+    def load_stream(self, tensors: Iterable[tuple[str, torch.Tensor]], version: Optional[int] = None,
+                    extras: Mapping[str, str] = MappingProxyType({})) -> None:
+        """Load weights as they arrive (a weight sync's ``(name, tensor)`` pairs, each valid until the next):
+        each is copied in place into its parameter.  Tied parameters may be missing; any other missing or
+        unexpected name raises.  With ``LORA_CONFIG_KEY`` in ``extras`` the tensors are a LoRA adapter."""
+        if LORA_CONFIG_KEY in extras:
+            self.load_adapter({**{k: t.clone() for k, t in tensors}, **extras}, version)
+            return
+        own = self.model.state_dict()
+        done: set[str] = set()
+        for name, tensor in tensors:
+            if name not in own:
+                raise KeyError(f"unexpected weight {name!r}")
+            own[name].copy_(tensor)
+            done.add(name)
+        missing = set(own) - done
+        tied = {k for k in missing if any(own[k].data_ptr() == own[t].data_ptr() for t in done)}
+        if missing - tied:
+            raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
+        self._loaded(version)
+
     def _loaded(self, version: Optional[int]) -> None:
         """Record the weights just loaded: ``version``, else the next one."""
         self.weights_version = version if version is not None else self.weights_version + 1
@@ -286,7 +309,8 @@ class PolicyModel:
         if not hasattr(self.model, "peft_config"):
             config = LoraConfig(**json.loads(str(state[LORA_CONFIG_KEY])))
             self.model = get_peft_model(self.model, config).eval()
-        tensors = {k: torch.from_numpy(np.array(v)) for k, v in state.items() if k != LORA_CONFIG_KEY}
+        tensors = {k: v if isinstance(v, torch.Tensor) else torch.from_numpy(np.array(v))
+                   for k, v in state.items() if k != LORA_CONFIG_KEY}
         result = set_peft_model_state_dict(self.model, tensors)
         unexpected = getattr(result, "unexpected_keys", [])
         if unexpected:

@@ -1,8 +1,10 @@
 """``RayBackend``: a pool of Ray ``RolloutWorker`` actors behind the rollout contract
 (``training.rollout.contract``: the spec, the sharding and seeding rules and the fault contract).
 
-Weights are put into the object store once per version and every worker loads them; ``collect`` splits the
-jobs into contiguous shards (one per worker), runs them concurrently and gathers the records by ``job_id``.
+Weights reach the workers over a collective (``pool.weight_sync="collective"``, ``CollectiveSync``: the
+model's dtype, in buckets, the driver as rank 0 of a group with every worker) or through the object store (put
+once per version as float32 numpy arrays, every worker loads them; the fallback, and what a replacement worker
+and a failed collective transfer get); ``collect`` splits the jobs into contiguous shards (one per worker), runs them concurrently and gathers the records by ``job_id``.
 A Ray session the backend starts itself is shut down by ``close`` (``training.cluster.ray_session``; the
 training driver calls it in a ``finally``, on signals too).
 """
@@ -18,6 +20,8 @@ from training.cluster.placement_group import PlacedGroup, adopt_trial_group, mak
 from training.cluster.plan import PlacementPlan
 from training.cluster.ray_session import connect
 from training.cluster.resources import ClusterResources
+from training.rollout.buckets import DEFAULT_BUCKET_MIB, numpy_payload
+from training.rollout.collective_sync import WEIGHT_SYNCS, CollectiveSync, CollectiveUnavailable
 from training.rollout.contract import (
     RolloutSpec,
     WorkerFailure,
@@ -41,7 +45,9 @@ class RayPool:
     share (None: 0 on CPU, else the cluster's GPUs shared evenly, at most one each), the file that records a
     session the backend starts (``session_record``), the run's placement (``plan_for(cluster)``: planned on the
     connected cluster before any worker starts; the workers then sit in its placement group, on its device and
-    GPU share) and the workers' interpreter (``python``: the vLLM environment for the vllm engine)."""
+    GPU share), the workers' interpreter (``python``: the vLLM environment for the vllm engine) and how weights
+    reach them (``weight_sync``: ``collective`` or ``object_store``; the collective's bucket size in MiB and
+    the seconds one of its collectives may take)."""
 
     num_workers: int = 1
     torch_threads_per_worker: int = 1
@@ -51,6 +57,9 @@ class RayPool:
     session_record: Optional[Path] = None
     plan_for: Optional[Callable[[ClusterResources], PlacementPlan]] = None
     python: Optional[str] = None
+    weight_sync: str = "collective"
+    sync_bucket_mib: int = DEFAULT_BUCKET_MIB
+    sync_timeout_s: float = 120.0
 
 
 class RayBackend:
@@ -62,10 +71,15 @@ class RayBackend:
 
         if pool.num_workers < 1:
             raise ValueError("num_workers must be >= 1")
+        if pool.weight_sync not in WEIGHT_SYNCS:
+            raise ValueError(f"weight_sync {pool.weight_sync!r}; valid: {', '.join(WEIGHT_SYNCS)}")
         self.session = connect(pool.ray_address, pool.session_record)
         self.placed: Optional[PlacedGroup] = None
         self.workers: list[Any] = []
-        self._state_ref: Any = None  # the current weights in the object store (for replacements)
+        self._state: Optional[dict[str, Any]] = None  # the current weights, as given to set_weights
+        self._state_ref: Any = None  # the current weights in the object store (put when a worker needs them)
+        self.sync = (CollectiveSync(bucket_mib=pool.sync_bucket_mib, timeout_s=pool.sync_timeout_s)
+                     if pool.weight_sync == "collective" else None)
         self._snapshot_refs: dict[str, Any] = {}  # the frozen snapshots in the object store, by name
         num_gpus = pool.num_gpus_per_worker
         try:
@@ -110,8 +124,8 @@ class RayBackend:
         options = self.placed.worker_options(slot) if self.placed is not None else None
         worker = make_worker(self.spec, name=name, torch_threads=self.pool.torch_threads_per_worker,
                              num_gpus=self._num_gpus, options=options, python=self.pool.python)
-        if self._state_ref is not None:
-            worker.set_weights.remote(self._state_ref, self.version)  # queued before any collect
+        if self._state is not None:
+            worker.set_weights.remote(self._current_ref(), self.version)  # queued before any collect
         if self._snapshot_refs:
             self._send_snapshots(worker)
         return worker, name
@@ -163,15 +177,69 @@ class RayBackend:
 
     # -- interface -------------------------------------------------------------------------------
     def set_weights(self, state: Mapping[str, Any], version: int) -> None:
-        """Put ``state`` (numpy arrays) into the object store once; every worker loads it.  A worker
-        found dead (idle since the last call, or dying while it loads) is replaced; its replacement
-        loads these weights before anything else."""
+        """Every worker loads ``state`` (tensors or numpy arrays) and tags later records ``version``: over the
+        weight-sync group, else through the object store (put once).  A worker found dead (idle since the last
+        call, or dying while it loads) is replaced; its replacement loads these weights (object store) before
+        anything else; a worker whose collective receive failed gets them through the object store too.
+        ``state`` must stay unchanged until the next ``set_weights`` (replacements read it)."""
+        self._state, self._state_ref, self.version = dict(state), None, version
+        during = f"while loading weights version {version}"
+        by_store = list(range(self.num_workers))
+        if self.sync is not None:
+            by_store = self._sync_collective(version, during)
+        if by_store:
+            self._broadcast(lambda w: w.set_weights.remote(self._current_ref(), version),
+                            lambda w: w.weights_version.remote(), version, during, slots=by_store)
+
+    def _current_ref(self) -> Any:
+        """The current weights in the object store (float32 numpy arrays), put on first need."""
         import ray
 
-        self._state_ref = ray.put(dict(state))
-        self.version = version
-        self._broadcast(lambda w: w.set_weights.remote(self._state_ref, version),
-                        lambda w: w.weights_version.remote(), version, f"while loading weights version {version}")
+        if self._state_ref is None:
+            self._state_ref = ray.put(numpy_payload(self._state or {}))
+        return self._state_ref
+
+    def _sync_collective(self, version: int, during: str) -> list[int]:
+        """Send the current weights over the weight-sync group (formed again if its members changed); return the
+        slots the object store must still serve.  A group that cannot form while every worker is alive turns the
+        collective off for the backend's life (one warning)."""
+        import ray
+
+        try:
+            self.sync.ensure_group(self.workers, self.names, self.sync.backend_for(self._state, self.spec.device))
+        except CollectiveUnavailable as error:
+            restarts = self.restarts
+            self._broadcast(_ping, _ping, None, during, check=False)  # replaces a worker that died meanwhile
+            if self.restarts == restarts:  # no dead worker explains it
+                logger.warning("%s; weights go through the object store from now on", error)
+                self.sync = None
+            return list(range(self.num_workers))
+        pending, _ = self.sync.push(self.workers, self._state, version)
+        fallback, replaced, failures = [], [], 0
+        while pending:
+            (ref,), _ = ray.wait(list(pending), num_returns=1)
+            slot = pending.pop(ref)
+            try:
+                got = ray.get(ref)
+            except _worker_failures() as error:
+                failures += 1
+                self._replace(slot, error, during)  # the replacement loads the weights from the object store
+                if failures > self.max_restarts:
+                    raise self._give_up(failures, error, during) from error
+                replaced.append(slot)
+                continue
+            except ray.exceptions.RayTaskError as error:  # its receive failed with the group: the store serves it
+                logger.warning("worker %s did not receive weights version %d over the group (%s)",
+                               self.names[slot], version, type(error.cause).__name__)
+                fallback.append(slot)
+                continue
+            if got != version:
+                raise RuntimeError(f"worker {self.names[slot]} reports {got} {during}, expected {version}")
+        if fallback or replaced:
+            self.sync.drop_group()
+        if replaced:
+            self._broadcast(_ping, _ping, version, during, slots=replaced)
+        return fallback
 
     def set_snapshots(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
         """Every worker holds exactly these frozen snapshots (each put into the object store once, when new); a
@@ -188,12 +256,15 @@ class RayBackend:
         names = sorted(self._snapshot_refs)
         return worker.set_snapshots.remote(names, *(self._snapshot_refs[n] for n in names))
 
-    def _broadcast(self, call: Any, confirm: Any, expected: Any, during: str) -> None:
-        """``call(worker)`` on every worker, each result checked against ``expected``; a worker that dies is
-        replaced (its replacement is set up by ``_spawn``), then ``confirm(worker)`` asks it again."""
+    def _broadcast(self, call: Any, confirm: Any, expected: Any, during: str,
+                   slots: Optional[Sequence[int]] = None, check: bool = True) -> None:
+        """``call(worker)`` on every worker (of ``slots``), each result checked against ``expected`` (unless not
+        ``check``); a worker that dies is replaced (its replacement is set up by ``_spawn``), then
+        ``confirm(worker)`` asks it again."""
         import ray
 
-        pending = {call(w): slot for slot, w in enumerate(self.workers)}
+        slots = range(len(self.workers)) if slots is None else slots
+        pending = {call(self.workers[slot]): slot for slot in slots}
         failures = 0
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)
@@ -207,7 +278,7 @@ class RayBackend:
                     raise self._give_up(failures, error, during) from error
                 pending[confirm(self.workers[slot])] = slot  # queued after its setup
                 continue
-            if got != expected:
+            if check and got != expected:
                 raise RuntimeError(f"worker {self.names[slot]} reports {got} {during}, expected {expected}")
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
@@ -267,11 +338,18 @@ class RayBackend:
             except Exception:  # already gone
                 pass
         self.workers = []
-        self._state_ref = None
+        self._state, self._state_ref = None, None
+        if self.sync is not None:
+            self.sync.drop_group()
         placed, self.placed = self.placed, None
         if placed is not None and ray.is_initialized():
             placed.remove()
         self.session.close()
+
+def _ping(worker: Any) -> Any:
+    """Ask ``worker`` which weights version it holds (after everything queued before)."""
+    return worker.weights_version.remote()
+
 
 def _worker_failures() -> tuple[type[BaseException], ...]:
     """The Ray exceptions that mean "this worker is gone", as opposed to a bug in the episode code."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Mapping, Optional, Sequence
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -114,6 +115,18 @@ class VLLMPolicyModel(PolicyModel):
             raise ValueError("a LoRA adapter payload reached the vLLM engine; LoRA runs use rollout.engine=hf")
         weights = [(k, v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))) for k, v in state.items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+        self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
+        self._loaded(version)
+
+    def load_stream(self, tensors: Iterable[tuple[str, torch.Tensor]], version: Optional[int] = None,
+                    extras: Mapping[str, str] = MappingProxyType({})) -> None:
+        """Reload the engine's weights in place as they arrive (a weight sync's ``(name, tensor)`` pairs, each
+        valid until the next): vLLM's layer-wise ``reload_weights`` consumes the stream (a layer's weights may
+        wait there until the layer is complete, so each is copied out of the sync's bucket first)."""
+        if LORA_CONFIG_KEY in extras:
+            raise ValueError("a LoRA adapter payload reached the vLLM engine; LoRA runs use rollout.engine=hf")
+        stream = ((name, tensor.clone()) for name, tensor in tensors)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream})
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
         self._loaded(version)
 

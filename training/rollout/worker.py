@@ -66,6 +66,36 @@ class RolloutWorkerImpl:
             self.policy.load_state(state, version)
         return self.policy.weights_version
 
+    def join_sync_group(self, address: Any, rank: int) -> int:
+        """Join the weight-sync group at ``address`` (``training.rollout.sync_group``) as ``rank``, leaving any
+        older one; blocks until every member joined."""
+        from training.rollout.sync_group import join_group
+
+        self._sync_group = None
+        self._sync_group = join_group(address, rank)
+        self._sync_backend = address.backend
+        return rank
+
+    def receive_weights(self, layout: Any, version: int) -> int:
+        """Receive the policy's weights over the weight-sync group (``layout``: a ``WeightLayout``), load
+        them as they arrive and record ``version``; raises if the group fails (the version stays the old one)."""
+        from training.rollout.sync_group import bucket_device, receive_weights
+
+        if self._crash_on_weights:
+            os._exit(INJECTED_CRASH_EXIT_CODE)  # dies while loading: the new weights never arrive
+        group = getattr(self, "_sync_group", None)
+        if group is None:
+            raise RuntimeError(f"worker {self.name} is in no weight-sync group")
+        device = bucket_device(self._sync_backend, self.policy.device)
+        self.policy.load_stream(receive_weights(group, layout, device), version, dict(layout.extras))
+        return self.policy.weights_version
+
+    def state_tensors(self, snapshot: Optional[str] = None) -> dict[str, Any]:
+        """The policy's (or frozen ``snapshot``'s) parameters as CPU tensors in their own dtype (to check a sync
+        bit for bit)."""
+        model = (self.policy if snapshot is None else self.snapshots[snapshot]).model
+        return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
     def set_snapshots(self, names: Sequence[str], *states: Mapping[str, Any]) -> list[str]:
         """Hold exactly the frozen snapshots ``names`` (their weights in ``states``, in order); return the names."""
         from training.rollout.engines import update_snapshots

@@ -79,7 +79,9 @@ def make_run_backend(cfg: TrainConfig, spec: RolloutSpec, run_dir: Path, process
     r = cfg.rollout
     pool = RayPool(num_workers=r.num_workers, torch_threads_per_worker=r.torch_threads_per_worker,
                    max_restarts=r.max_worker_restarts, ray_address=r.ray_address,
-                   session_record=run_dir / RAY_SESSION_FILE, plan_for=planner, python=python)
+                   session_record=run_dir / RAY_SESSION_FILE, plan_for=planner, python=python,
+                   weight_sync=r.weight_sync, sync_bucket_mib=r.weight_sync_bucket_mib,
+                   sync_timeout_s=r.weight_sync_timeout_s)
     return make_backend("ray", spec, pool=pool)
 
 

@@ -23,6 +23,7 @@ from transformers import TrainerCallback
 
 from replicalab.seats import ROLES, other_role
 from training.config.pool import SNAPSHOT, PoolMember, SnapshotConfig
+from training.rollout.buckets import numpy_payload
 from training.rollout.contract import SNAPSHOT_PREFIX
 from training.rollout.records import EpisodeJob
 from training.trainer.checkpoints import CHECKPOINT_PREFIX
@@ -45,7 +46,7 @@ class OpponentPool:
         """Freeze a copy of ``state`` (the weights step ``step`` plays) when a snapshot is due; True if taken."""
         if not self.every or step % self.every or step in self.held:
             return False
-        self.held[step] = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+        self.held[step] = numpy_payload(state, copy=True)  # float32 arrays of their own, never the live tensors
         for old in sorted(self.held)[:-self.keep]:
             del self.held[old]
         return True

@@ -1,20 +1,23 @@
-"""What the learner ships to the rollout workers each step: the policy's weights as numpy arrays (the
-full model, or with LoRA only the adapter and its config), gathered whole from the learner's processes."""
+"""What the learner ships to the rollout workers each step: the policy's weights as tensors in the model's own
+dtype (the full model, or with LoRA only the adapter and its config), gathered whole from the learner's
+processes.  The rollout backend decides how they travel (``rollout.weight_sync``: over a collective in that
+dtype, or through the object store as float32 numpy arrays)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Mapping, Optional
 
-import numpy as np
 import torch
 
 from training.config.train import LoraConfig
+from training.rollout.buckets import MIB, plan_layout
 
 
-def model_state_numpy(model, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, np.ndarray]:
+def model_state(model, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, torch.Tensor]:
+    """The model's weights as detached tensors in their own dtype and place (tied weights stay shared)."""
     state = model.state_dict() if state is None else state
-    return {k: v.detach().float().cpu().numpy() for k, v in state.items()}
+    return {k: v.detach() for k, v in state.items()}
 
 
 def lora_peft_config(lora: LoraConfig):
@@ -33,17 +36,18 @@ def lora_kwargs(lora: LoraConfig) -> dict[str, Any]:
 
 
 def policy_weights(model, lora: LoraConfig, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, Any]:
-    """What rollout workers load each step: the full weights, or with LoRA only the adapter's (numpy) plus
-    its config under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``).  ``state`` is the model's full
-    state dict when the caller gathered it (default: ``model.state_dict()``)."""
+    """What rollout workers load each step: the full weights, or with LoRA only the adapter's plus its config
+    under ``LORA_CONFIG_KEY`` (``PolicyModel.load_adapter``), as tensors in the model's dtype that share memory
+    with the model (the backend copies or sends them before the next optimizer step).  ``state`` is the
+    model's full state dict when the caller gathered it (default: ``model.state_dict()``)."""
     if not hasattr(model, "peft_config"):
-        return model_state_numpy(model, state)
+        return model_state(model, state)
     from peft import get_peft_model_state_dict
 
     from training.rollout.policy import LORA_CONFIG_KEY
 
     adapter = get_peft_model_state_dict(model, state_dict=state)
-    adapter = {k: v.detach().float().cpu().numpy() for k, v in adapter.items()}
+    adapter = {k: v.detach() for k, v in adapter.items()}
     return {**adapter, LORA_CONFIG_KEY: json.dumps(lora_kwargs(lora))}
 
 
@@ -56,5 +60,6 @@ def trainer_weights(trainer: Any, lora: LoraConfig) -> Optional[dict[str, Any]]:
     return policy_weights(trainer.model, lora, full)
 
 
-def payload_bytes(state: dict[str, Any]) -> int:
-    return sum(int(v.nbytes) for v in state.values() if isinstance(v, np.ndarray))
+def payload_bytes(state: Mapping[str, Any]) -> int:
+    """Bytes of a payload's tensors and arrays in their own dtype, tied ones once."""
+    return plan_layout(state, MIB).payload_bytes
