@@ -30,6 +30,8 @@ LOSS_TYPES = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo"
 #: Reward scaling TRL 1.16 accepts (``True`` means "group", ``False`` means "none", as in TRL).
 SCALE_REWARDS = Literal["group", "batch", "none"]
 LR_SCHEDULERS = Literal["linear", "cosine", "constant", "constant_with_warmup"]
+#: The learner's weight dtypes (``dtype``; TRL's ``model_init_kwargs``), ``auto`` resolved by ``resolve_dtype``.
+LEARNER_DTYPES = Literal["auto", "float32", "bfloat16", "float16"]
 #: New tokens per model turn in rollouts (the longest scripted action is ~410 JSON characters).
 ROLLOUT_MAX_NEW_TOKENS = 128
 
@@ -107,6 +109,9 @@ class RolloutConfig(BaseModel):
         "engine in each Ray rollout worker: paged KV cache, prefix caching across a seat's turns, continuous "
         "batching; needs rollout.backend=ray and a vLLM environment, rollout.vllm.python)."))
     vllm: VLLMConfig = Field(default_factory=VLLMConfig, description="The vLLM engine (rollout.engine=vllm).")
+    ready_timeout_s: Optional[float] = Field(default=None, gt=0.0, description=(
+        "Seconds a new Ray rollout worker may take to load its models before the run fails; None: "
+        "training.rollout.ready.READY_BASE_S plus READY_S_PER_GIB for every GiB of the policy's weight files."))
     weight_sync: Literal["collective", "object_store"] = Field(default="collective", description=(
         "How the learner's weights reach the Ray workers each step: collective (the model's dtype, in buckets, "
         "over a torch.distributed group of the learner's main process and every worker: NCCL on GPUs, gloo "
@@ -192,6 +197,9 @@ class GRPOParams(BaseModel):
         "Truncated importance-sampling correction of the rollout engine's gap: each episode's advantage is "
         "multiplied by min(clip, exp(sum over its model tokens of trainer minus rollout log-prob)); about 1 "
         "when the engine samples exactly what the trainer scores. None turns it off."))
+    rescore_batch_size: Optional[int] = Field(default=None, ge=1, description=(
+        "Sequences per forward pass when the learner re-scores a generation batch's log-probs (old and reference "
+        "log-probs, the mismatch metric); None: the per-process micro-batch (per_device_train_batch_size)."))
 
     @field_validator("scale_rewards", mode="before")
     @classmethod
@@ -381,6 +389,11 @@ class TrainConfig(BaseModel):
         "Training device: auto picks cuda when available, else cpu; cuda without a GPU fails."))
     bf16: Optional[bool] = Field(default=None, description=(
         "Train in bfloat16 mixed precision; None: on exactly when the device is cuda."))
+    dtype: LEARNER_DTYPES = Field(default="auto", description=(
+        "The learner's weights as TRL loads them (the reference model's too): auto, float32, bfloat16 or float16. "
+        "auto: bfloat16 for the frozen base of a LoRA run on cuda, else float32. Full fine-tuning keeps float32 "
+        "weights (torch's AdamW keeps its moments in the weights' dtype, so they stay float32; bf16 computes in "
+        "bfloat16); a 16-bit dtype is for LoRA, whose adapters and their AdamW state PEFT keeps in float32."))
     seats: SeatsConfig = Field(default_factory=SeatsConfig, description="Who plays each role.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
     grpo: GRPOParams = Field(default_factory=GRPOParams, description="GRPO hyper-parameters (TRL GRPOConfig).")
@@ -406,6 +419,10 @@ class TrainConfig(BaseModel):
     def _check(self) -> "TrainConfig":
         if self.bf16 and self.device == "cpu":
             raise ValueError("bf16=true needs device cuda (or auto on a GPU machine)")
+        if self.dtype in ("bfloat16", "float16") and not self.lora.enabled:
+            raise ValueError(f"dtype={self.dtype} with full fine-tuning would keep AdamW's moments in {self.dtype} "
+                             "(torch keeps them in the weights' dtype); use dtype=float32 (bf16=true computes in "
+                             "bfloat16) or lora.enabled=true")
         if self.rollout.engine == "vllm" and self.lora.enabled:
             raise ValueError("lora.enabled=true with rollout.engine=vllm is not supported (the engine loads full "
                              "weights each step); use rollout.engine=hf for LoRA runs")
@@ -458,6 +475,13 @@ class TrainConfig(BaseModel):
     def resolve_bf16(self, device: str) -> bool:
         """bf16 for the resolved device ("cpu" or "cuda"): the explicit value, else on for cuda."""
         return self.bf16 if self.bf16 is not None else device == "cuda"
+
+    def resolve_dtype(self, device: str) -> str:
+        """The learner's weight dtype for the resolved device ("cpu" or "cuda"): the explicit value, else bfloat16
+        for a LoRA base on cuda, float32 otherwise."""
+        if self.dtype != "auto":
+            return self.dtype
+        return "bfloat16" if self.lora.enabled and device == "cuda" else "float32"
 
 
 def load_train_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:

@@ -30,12 +30,10 @@ from training.rollout.contract import (
     shard_jobs,
     shard_seed,
 )
+from training.rollout.ready import ready_timeout_s
 from training.rollout.records import EpisodeJob, RolloutRecord
 
 logger = logging.getLogger(__name__)
-
-#: Seconds to wait for a new worker to load its model before giving up.
-WORKER_READY_TIMEOUT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +55,7 @@ class RayPool:
     session_record: Optional[Path] = None
     plan_for: Optional[Callable[[ClusterResources], PlacementPlan]] = None
     python: Optional[str] = None
+    ready_timeout_s: Optional[float] = None  # seconds a new worker may take to load; None: by the weights' size
     weight_sync: str = "collective"
     sync_bucket_mib: int = DEFAULT_BUCKET_MIB
     sync_timeout_s: float = 120.0
@@ -96,6 +95,7 @@ class RayBackend:
             num_gpus = min(1.0, gpus / pool.num_workers)
         self.spec = spec
         self.pool = pool
+        self.ready_timeout_s = ready_timeout_s(spec.model, pool.ready_timeout_s)
         self._num_gpus = num_gpus
         self.num_workers = pool.num_workers
         self.max_restarts = pool.max_restarts
@@ -134,9 +134,9 @@ class RayBackend:
         import ray
 
         refs = [w.ready.remote() for w in workers]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=WORKER_READY_TIMEOUT_S)
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.ready_timeout_s)
         if len(ready) < len(refs):
-            raise RuntimeError(f"rollout workers not ready after {WORKER_READY_TIMEOUT_S:.0f}s "
+            raise RuntimeError(f"rollout workers not ready after {self.ready_timeout_s:.0f}s (rollout.ready_timeout_s) "
                                f"(too few free CPUs/GPUs in the Ray cluster for {len(refs)} workers?)")
         return ray.get(refs)
 

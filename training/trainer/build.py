@@ -80,6 +80,7 @@ def make_run_backend(cfg: TrainConfig, spec: RolloutSpec, run_dir: Path, process
     pool = RayPool(num_workers=r.num_workers, torch_threads_per_worker=r.torch_threads_per_worker,
                    max_restarts=r.max_worker_restarts, ray_address=r.ray_address,
                    session_record=run_dir / RAY_SESSION_FILE, plan_for=planner, python=python,
+                   ready_timeout_s=r.ready_timeout_s,
                    weight_sync=r.weight_sync, sync_bucket_mib=r.weight_sync_bucket_mib,
                    sync_timeout_s=r.weight_sync_timeout_s)
     return make_backend("ray", spec, pool=pool)
@@ -106,6 +107,7 @@ def grpo_args(cfg: TrainConfig, *, device: str, processes: int = 1):
 
     return grpo_config(cfg.grpo, output_dir=cfg.checkpoints_dir, batch_per_process=cfg.per_process_batch(processes),
                        temperature=cfg.rollout.sampling.temperature, seed=cfg.seed, checkpoint=cfg.checkpoint,
+                       dtype=cfg.resolve_dtype(device),
                        use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device))
 
 
@@ -133,4 +135,4 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
                          role_baseline=RoleBaseline(cfg.grpo.role_baseline_decay)
                          if cfg.grpo.advantage == "role_baseline" else None,
                          extra_callbacks=[SavePoolCallback(pool)] if pool is not None else [],
-                         chat_template=chat_template)
+                         chat_template=chat_template, rescore_batch_size=cfg.grpo.rescore_batch_size)

@@ -195,7 +195,14 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     #: ``grpo.advantage: role_baseline``: the running baseline per role (None: GRPO's group advantage).
     role_baseline: Optional[RoleBaseline] = None
 
+    #: Sequences per forward pass when re-scoring without gradients (``grpo.rescore_batch_size``; None: TRL's
+    #: per-process micro-batch).
+    rescore_batch_size: Optional[int] = None
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
+        if not torch.is_grad_enabled():  # re-scoring (old, reference, mismatch log-probs): chunked
+            kwargs["batch_size"] = self.rescore_batch_size or kwargs.get("batch_size") or \
+                self.args.per_device_train_batch_size
         return super()._get_per_token_logps_and_entropies(
             _WithPositionIds(model), input_ids, attention_mask, *args, **kwargs)
 
@@ -298,10 +305,11 @@ class LoggerCallback(TrainerCallback):
 
 
 def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, temperature: float, seed: int,
-                checkpoint: CheckpointConfig, use_cpu: bool, bf16: bool,
+                checkpoint: CheckpointConfig, use_cpu: bool, bf16: bool, dtype: str = "float32",
                 sharding: Optional[dict[str, Any]] = None) -> GRPOConfig:
     """TRL's config: ``grpo``'s hyperparameters, ``batch_per_process`` episodes per learner process and
-    micro-step (the global batch stays ``grpo.episodes_per_step``), checkpoints into ``output_dir``;
+    micro-step (the global batch stays ``grpo.episodes_per_step``), checkpoints into ``output_dir``, the weights
+    (and the reference model's) loaded as ``dtype``;
     ``sharding``: the learner's FSDP/DeepSpeed keywords and timeout (``training.trainer.sharding``)."""
     g = grpo
     return GRPOConfig(
@@ -336,6 +344,7 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
         data_seed=seed,
         use_cpu=use_cpu,
         bf16=bf16,
+        model_init_kwargs={"dtype": dtype},  # TRL's default is float32 too; explicit, as the planner counts it
         shuffle_dataset=False,  # the order is the row stream's, independent of max_steps
         disable_tqdm=False,
         **(sharding or {}),
@@ -345,7 +354,8 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
 def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], rollouts: EpisodeRollouts,
                   validation: TrainerCallback, logger: RunLogger, lora: LoraConfig,
                   rollout_correction_clip: Optional[float], role_baseline: Optional[RoleBaseline] = None,
-                  extra_callbacks: Sequence[TrainerCallback] = (), chat_template: str | None = None) -> GRPOTrainer:
+                  extra_callbacks: Sequence[TrainerCallback] = (), chat_template: str | None = None,
+                  rescore_batch_size: Optional[int] = None) -> GRPOTrainer:
     """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
     With several learner processes every process builds one; the rollouts, validation and logger of the
     processes other than the main one hold no backend and a ``NullRunLogger``."""
@@ -368,5 +378,6 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
     validation.trainer = trainer
     trainer.metric_sink = logger.log
     trainer.rollout_correction_clip = rollout_correction_clip
+    trainer.rescore_batch_size = rescore_batch_size
     trainer.role_baseline = role_baseline
     return trainer
