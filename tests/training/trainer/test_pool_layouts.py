@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from coin_model import COIN_OVERRIDES
 from resume_runs import RESUME_TINY, comparable_rows
 from test_distributed import DDP_WAIT_S, REPO, _env, _torchrun, assert_same_learning
-
-from coin_model import COIN_OVERRIDES
 
 pytestmark = pytest.mark.slow
 
@@ -96,10 +95,10 @@ def test_a_vllm_snapshot_is_its_own_engine_and_keeps_its_weights(vllm_python, ra
     """A snapshot's engine still plays its own weights after the live engine moved on: it plays exactly what a
     snapshot of the same weights loaded afterwards plays, and not what a snapshot of the moved weights plays."""
     import torch
+    from standins import build_llama
     from transformers import AutoModelForCausalLM
 
     from replicalab import TRAIN_SEEDS
-    from standins import build_llama
     from training.config.model import SamplingConfig
     from training.rollout.contract import RolloutSpec
     from training.rollout.ray_backend import RayBackend, RayPool
