@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.scenarios import cells
 from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, other_role, parse_seat
+from training.config.learner import LearnerConfig
 from training.config.loading import STRICT_NUMBERS_AS_STR, load_config
 from training.config.model import SamplingConfig, VLLMConfig
 from training.config.placement import PlacementConfig
@@ -405,6 +406,9 @@ class TrainConfig(BaseModel):
     placement: PlacementConfig = Field(default_factory=PlacementConfig, description=(
         "GPUs and CPUs of the learner and each rollout worker, and the Ray placement strategy (planned before "
         "anything loads)."))
+    learner: LearnerConfig = Field(default_factory=LearnerConfig, description=(
+        "The learner's processes: sharding (none, fsdp, zero3), their collective timeout and the signals that "
+        "stop a run gracefully."))
 
     @field_validator("run_name", "model", "output_dir")
     @classmethod
@@ -426,6 +430,9 @@ class TrainConfig(BaseModel):
         if self.rollout.engine == "vllm" and self.lora.enabled:
             raise ValueError("lora.enabled=true with rollout.engine=vllm is not supported (the engine loads full "
                              "weights each step); use rollout.engine=hf for LoRA runs")
+        if self.lora.enabled and self.learner.sharded:
+            raise ValueError(f"lora.enabled=true with learner.sharding={self.learner.sharding} is not supported (the "
+                             "adapter is merged and shipped from an unsharded model); LoRA runs use learner.sharding=none")
         if self.rollout.sampling.max_new_tokens > self.grpo.max_completion_length:
             raise ValueError("rollout.sampling.max_new_tokens exceeds grpo.max_completion_length")
         room = max(len(TRAIN_SEEDS) - self.data.seed_offset, 0)

@@ -62,7 +62,8 @@ def plan_for(cfg: TrainConfig, processes: int) -> Callable[[ClusterResources], A
     layout is refused with one line)."""
     from training.cluster.preflight import preflight, sharded_learner
 
-    return partial(preflight, cfg, lora=cfg.lora.enabled, learner_processes=processes, sharded=sharded_learner())
+    return partial(preflight, cfg, lora=cfg.lora.enabled, learner_processes=processes,
+                   sharded=cfg.learner.sharded or sharded_learner())
 
 
 def make_run_backend(cfg: TrainConfig, spec: RolloutSpec, run_dir: Path, processes: int,
@@ -102,13 +103,15 @@ def run_logger(cfg: TrainConfig, run_dir: Path, *, main: bool, resume: Optional[
 
 def grpo_args(cfg: TrainConfig, *, device: str, processes: int = 1):
     """TRL's ``GRPOConfig`` of the run: ``cfg.grpo``'s hyperparameters, checkpoints in ``cfg.checkpoints_dir``,
-    scored at the rollouts' temperature, ``processes`` learner processes sharing each step."""
+    scored at the rollouts' temperature, ``processes`` learner processes sharing each step, sharded and timed
+    out as ``cfg.learner`` says."""
     from training.trainer.grpo import grpo_config
+    from training.trainer.sharding import sharding_kwargs
 
     return grpo_config(cfg.grpo, output_dir=cfg.checkpoints_dir, batch_per_process=cfg.per_process_batch(processes),
                        temperature=cfg.rollout.sampling.temperature, seed=cfg.seed, checkpoint=cfg.checkpoint,
                        dtype=cfg.resolve_dtype(device),
-                       use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device))
+                       use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device), sharding=sharding_kwargs(cfg.learner))
 
 
 def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], logger: Any, *, device: str,

@@ -95,12 +95,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     from training.model.snapshot import local_model_dirs, seat_models
     from training.model.validate import resolve_chat_template, validate_model, validate_seats
     from training.trainer.distributed import barrier, init_learner, learner_from_env, run_on_main
+    from training.trainer.sharding import check_learner, check_sharded
 
     check_models(cfg)  # cheap existence checks first, then the full ones, all before anything is written
     check_run_dir(cfg, resume)
     cfg.per_process_batch(learner_from_env().world_size)
+    check_learner(cfg.learner)
     device = build.device(cfg)
-    learner = init_learner(device)
+    learner = init_learner(device, timeout_s=cfg.learner.timeout_seconds, deepspeed=cfg.learner.sharding == "zero3")
     barrier()  # every process checked the run directory before the main one changes it
     checkpoint, manifest = run_on_main(lambda: _find_checkpoint(cfg, resume), share=True)
     chat_template = resolve_chat_template(cfg.chat_template)
@@ -113,6 +115,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
 
     python = run_on_main(lambda: worker_python(cfg.rollout.engine, cfg.rollout.vllm)[0])  # the workers' interpreter
     run_on_main(lambda: save_resolved(cfg, cfg.run_dir))  # creates the run directory
+    from training.trainer.checkpoint_layouts import layout_of
     from training.trainer.checkpoints import make_manifest_callback
     from training.trainer.interrupt import StopCallback, StopOnSignal, TrainingInterrupted
 
@@ -123,10 +126,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     try:
         sink = build.run_logger(cfg, run_dir, main=learner.is_main,
                                 resume=manifest.get("logs", {}) if resume else None, observe=observe)
-        with StopOnSignal() as stop, sink:
+        with StopOnSignal(cfg.learner.signal_numbers()) as stop, sink:
             trainer = build.make_trainer(cfg, Path(model_dir), backend, sink, device=device,
                                          chat_template=chat_template, processes=learner.world_size)
-            trainer.add_callback(make_manifest_callback(sink.log_positions))
+            check_sharded(trainer, cfg.learner)
+            trainer.add_callback(make_manifest_callback(sink.log_positions, layout_of(trainer)))
             trainer.add_callback(StopCallback(stop))
             if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not
                 trainer.rollout_func.episodes_played = int(manifest.get("step", 0)) * cfg.grpo.episodes_per_step

@@ -1,0 +1,176 @@
+"""A sharded learner on CPU: two gloo processes under torchrun train the tiny model through the real trainer
+with ``learner.sharding=fsdp`` (FSDP2, sharded checkpoints); every checkpoint verifies, and a run resumed from
+its middle checkpoint ends in exactly the uninterrupted run's state: final weights, model and optimizer shards,
+step, and logs.  Also: the process group's timeout is the configured one.
+
+accelerate 1.15 builds FSDP only on GPU-class devices (on CPU it builds DDP, which the run refuses: tested
+below); ``tests/fsdp_cpu_launch.py`` lifts that one gate in the test's processes, so FSDP2 itself runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from resume_runs import RESUME_STEPS, TRAIN_CFG, comparable_rows, resume_overrides, weights
+
+REPO = Path(__file__).resolve().parents[3]
+LAUNCH = str(REPO / "tests" / "fsdp_cpu_launch.py")
+#: Seconds a test waits for a torchrun job.
+WAIT_S = 300
+FSDP = ["learner.sharding=fsdp"]
+#: The checkpoint the resumed run starts from (the run stopped after this step).
+RESUME_FROM = 2
+
+pytestmark = pytest.mark.slow
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "RAY_USAGE_STATS_ENABLED": "0", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+
+
+def _torchrun(entry: list[str], args: list[str]) -> subprocess.CompletedProcess:
+    from test_distributed import _free_port
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+           *entry, "train", *args]
+    return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=WAIT_S)
+
+
+@pytest.fixture(scope="module")
+def fsdp_run(policy_wide_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted ``RESUME_STEPS``-step FSDP run of two processes (a checkpoint after every step)."""
+    out = tmp_path_factory.mktemp("fsdp")
+    done = _torchrun([LAUNCH], ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, out, "fsdp"), *FSDP])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "learner_processes 2" in done.stdout
+    return out / "fsdp"
+
+
+def _dcp_state(folder: Path, out: Path) -> dict:
+    """A torch.distributed.checkpoint directory's whole content (every process's shards), as one dict."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    dcp_to_torch_save(str(folder), str(out))
+    return torch.load(str(out), weights_only=False)
+
+
+def _assert_same_tree(a, b, where: str = "") -> None:
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), f"{where} differs"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), f"{where}: keys differ"
+        for key in a:
+            _assert_same_tree(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{where}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same_tree(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def test_fsdp_checkpoints_are_sharded_and_verify(fsdp_run: Path, policy_wide_model_dir: Path):
+    from training.trainer.checkpoints import checkpoint_step, checkpoints, read_manifest, verify_checkpoint
+
+    found = checkpoints(fsdp_run / "checkpoints")
+    assert [checkpoint_step(c) for c in found] == list(range(1, RESUME_STEPS + 1))
+    for ckpt in found:
+        assert verify_checkpoint(ckpt) == [], ckpt
+        manifest = read_manifest(ckpt)
+        assert manifest["layout"] == "fsdp_sharded" and manifest["processes"] == 2
+        files = set(manifest["files"])
+        for folder in ("pytorch_model_fsdp_0", "optimizer_0"):  # each process wrote its shard
+            assert {f"{folder}/.metadata", f"{folder}/__0_0.distcp", f"{folder}/__1_0.distcp"} <= files
+        assert "optimizer.pt" not in files and "model.safetensors" not in files
+    # final/ is a whole model, loadable without FSDP: every weight of the start, and training moved them
+    import torch
+    from safetensors.torch import load_file
+
+    final, start = weights(fsdp_run), load_file(str(policy_wide_model_dir / "model.safetensors"))
+    assert set(start) <= set(final) and any(not torch.equal(start[k], final[k]) for k in start)
+
+
+def test_fsdp_resume_ends_in_the_uninterrupted_state(fsdp_run: Path, policy_wide_model_dir: Path, tmp_path: Path):
+    """A copy of the run stopped after step ``RESUME_FROM`` (later checkpoints and ``final/`` gone, logs still
+    holding the later steps) resumes under FSDP and ends bitwise where the uninterrupted run ended."""
+    run = tmp_path / "fsdp"
+    shutil.copytree(fsdp_run, run)
+    shutil.rmtree(run / "final")
+    for step in range(RESUME_FROM + 1, RESUME_STEPS + 1):
+        shutil.rmtree(run / "checkpoints" / f"checkpoint-{step}")
+    tick = time.perf_counter()
+    done = _torchrun([LAUNCH], ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, tmp_path, "fsdp"),
+                                *FSDP, "--resume"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"checkpoint-{RESUME_FROM}" in done.stdout, done.stdout[-2000:]
+    print(f"resumed FSDP run: {time.perf_counter() - tick:.1f} s")
+    a, b = weights(run), weights(fsdp_run)
+    assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), "final weights differ"
+    for name in ("metrics.jsonl", "episodes.jsonl"):
+        assert comparable_rows(run / name) == comparable_rows(fsdp_run / name), name
+    last = f"checkpoint-{RESUME_STEPS}"
+    mine, theirs = run / "checkpoints" / last, fsdp_run / "checkpoints" / last
+    state = [json.loads((c / "trainer_state.json").read_text()) for c in (mine, theirs)]
+    assert state[0]["global_step"] == state[1]["global_step"] == RESUME_STEPS
+    keep = lambda rows: [{k: v for k, v in r.items() if "runtime" not in k and "per_second" not in k  # noqa: E731
+                          and k != "step_time"} for r in rows]
+    assert keep(state[0]["log_history"]) == keep(state[1]["log_history"])
+    for folder in ("pytorch_model_fsdp_0", "optimizer_0"):
+        _assert_same_tree(_dcp_state(mine / folder, tmp_path / f"mine-{folder}.pt"),
+                          _dcp_state(theirs / folder, tmp_path / f"theirs-{folder}.pt"), folder)
+
+
+def test_fsdp_on_cpu_without_the_gate_lifted_is_refused_not_run_as_ddp(policy_wide_model_dir: Path, tmp_path: Path):
+    done = _torchrun(["-m", "training.cli"], ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, tmp_path,
+                                                                                        "ddp", steps=1), *FSDP])
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("replicalab train:")]
+    assert lines and all("learner.sharding=fsdp but accelerate built a none learner (MULTI_CPU)" in line
+                         for line in lines), done.stderr[-2000:]
+    from training.trainer.checkpoints import checkpoints
+
+    assert not checkpoints(tmp_path / "ddp" / "checkpoints")  # refused before the first step
+
+
+def _timeout_worker(rank: int, port: int, timeout_s: float, main_busy_s: float, out: str) -> None:
+    """Rank 0 is busy for ``main_busy_s`` before a barrier; rank 1 waits in it under ``timeout_s``."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
+                      LOCAL_RANK=str(rank))
+    from training.trainer.distributed import barrier, init_learner
+
+    init_learner("cpu", timeout_s=timeout_s)
+    tick = time.perf_counter()
+    if rank == 0:
+        time.sleep(main_busy_s)
+    try:
+        barrier()
+        outcome = "passed"
+    except RuntimeError:  # torch's DistBackendError: the wait ran past the group's timeout
+        outcome = "timed out"
+    Path(out, f"rank{rank}.json").write_text(json.dumps([outcome, time.perf_counter() - tick]))
+    os._exit(0)  # the group is broken after a timeout: no orderly teardown
+
+
+@pytest.mark.parametrize("timeout_s, busy_s, waited", [(2.0, 8.0, "timed out"), (20.0, 4.0, "passed")])
+def test_the_process_group_waits_as_long_as_configured(tmp_path: Path, timeout_s: float, busy_s: float, waited: str):
+    import torch.multiprocessing as mp
+    from test_distributed import _free_port
+
+    mp.spawn(_timeout_worker, args=(_free_port(), timeout_s, busy_s, str(tmp_path)), nprocs=2, join=True)
+    outcome, seconds = json.loads((tmp_path / "rank1.json").read_text())
+    assert outcome == waited, outcome
+    if waited == "passed":
+        assert seconds >= busy_s - 0.5  # it waited out the main process's work
+    else:
+        assert timeout_s - 0.5 <= seconds < busy_s  # it gave up at the timeout, not later
