@@ -5,11 +5,13 @@ The estimates are upper bounds of the configured run, not measurements: sequence
 longest the config allows (``grpo.max_completion_length``), every named constant below says where its
 number comes from, and ``MemoryEstimate`` keeps the parts apart so the plan can show them.
 
-- Learner, full fine-tuning: weights + gradients (model dtype) + Adam's two fp32 moments per parameter,
-  divided by the learner processes when they shard (FSDP FULL_SHARD / ZeRO-3), + a reference copy when
-  ``grpo.beta > 0``, + activations and logits of one micro-batch, + CUDA overhead.
-- Learner, LoRA: the frozen base weights + fp32 adapters with their gradients and Adam moments (the
-  reference is the base with adapters off: no copy), + activations, + overhead.
+- Learner, full fine-tuning: weights and gradients at the learner's dtype (``dtype``: float32, so they are the
+  master copy; 16-bit full fine-tuning is refused by the config) + Adam's two fp32 moments per parameter, divided
+  by the learner processes when they shard (FSDP FULL_SHARD / ZeRO-3), + a reference copy when ``grpo.beta > 0``,
+  + activations and logits of one micro-batch (computed in 16 bits under bf16 mixed precision), + CUDA overhead.
+- Learner, LoRA: the frozen base weights at the learner's dtype (bfloat16 on cuda by default) + fp32 adapters with
+  their gradients and Adam moments (the reference is the base with adapters off: no copy), + activations,
+  + overhead.
 - Rollout worker: one weights copy per model it holds (the policy and each ``model:DIR`` opponent,
   counted at the policy's size), + the KV cache of every episode it generates for at once, + overhead.
 """
@@ -129,12 +131,17 @@ class MemoryEstimate:
 def learner_memory(*, params: int, weights_gib: float, dtype_bytes: int, lora: bool, processes: int,
                    sharded: bool, reference: bool, micro_batch: int, completion_tokens: int,
                    gradient_checkpointing: bool, shape: Optional[ModelShape],
-                   rollout_kv_gib: float = 0.0) -> MemoryEstimate:
+                   rollout_kv_gib: float = 0.0, learner_dtype_bytes: Optional[int] = None) -> MemoryEstimate:
     """What one learner process holds on its GPU.
 
     ``micro_batch`` sequences of ``EPISODE_PROMPT_TOKENS + completion_tokens`` tokens go through one
-    forward/backward; ``rollout_kv_gib`` adds the KV cache when episodes are played in this process.
+    forward/backward (activations at ``dtype_bytes``, the compute dtype); ``rollout_kv_gib`` adds the KV cache when
+    episodes are played in this process.  ``learner_dtype_bytes`` is the learner's weights (and full fine-tuning's
+    gradients) per parameter (None: ``dtype_bytes``; ``weights_gib`` is then one copy at that dtype).
     """
+    copy_gib = weights_gib  # one copy at the compute dtype (the fallback fraction is of it)
+    if learner_dtype_bytes is not None:
+        weights_gib = params * learner_dtype_bytes / GIB
     share = 1.0 / processes if sharded else 1.0
     if lora:  # fp32 adapters: weight and gradient 4 bytes each, Adam the rest of LORA_BYTES_PER_TRAINABLE
         trainable = params * LORA_TRAINABLE_FRACTION * share
@@ -144,12 +151,12 @@ def learner_memory(*, params: int, weights_gib: float, dtype_bytes: int, lora: b
         ref = 0.0
     else:
         weights = weights_gib * share
-        grads = params * dtype_bytes / GIB * share
+        grads = weights_gib * share  # at the weights' dtype
         optimizer = params * ADAM_STATE_BYTES / GIB * share
         ref = weights if reference else 0.0
     tokens = micro_batch * (EPISODE_PROMPT_TOKENS + completion_tokens)
     if shape is None:
-        activations = weights_gib * FALLBACK_ACTIVATION_FRACTION
+        activations = copy_gib * FALLBACK_ACTIVATION_FRACTION
     else:
         stored_layers = 1 if gradient_checkpointing else shape.layers
         layer_bytes = tokens * shape.hidden * LAYER_ACTIVATION_BYTES * stored_layers

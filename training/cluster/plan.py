@@ -23,6 +23,7 @@ from typing import Optional
 
 from replicalab.seats import MODEL_PREFIX
 from training.cluster.memory import (
+    DTYPE_BYTES,
     GIB,
     LORA_TRAINABLE_FRACTION,
     SHIPPED_BYTES_PER_PARAM,
@@ -93,6 +94,7 @@ class PlacementPlan:
     weights_gib: Optional[float]
     object_store_gib: Optional[float]
     notes: tuple[str, ...] = field(default=())
+    learner_dtype_bytes: Optional[int] = None  # the learner's weights per parameter (``dtype``); None: dtype_bytes
 
     @property
     def worker_device(self) -> str:
@@ -139,6 +141,10 @@ def _resolve_worker_gpus(cfg: TrainConfig, cluster: ClusterResources, k: int, n:
         g = float(p.gpus_per_worker)
         if g and cfg.device == "cpu":
             raise UserInputError(f"placement.gpus_per_worker={amount(g)} but device=cpu; set placement.gpus_per_worker=0")
+        if g > 1:
+            raise UserInputError(f"placement.gpus_per_worker={amount(g)}: a rollout worker's engine runs on one GPU "
+                                 f"(no tensor parallelism), so {amount(g - 1)} of its GPUs would sit idle; set "
+                                 "placement.gpus_per_worker=1 (or a fraction) and more rollout.num_workers")
         return g
     if not n or cfg.device == "cpu" or cluster.gpus == 0:
         return 0.0
@@ -251,6 +257,25 @@ def _unplaced(cluster: ClusterResources, strategy: str, slot: int, n: int, g: fl
             f"set a smaller placement.cpus_per_worker or fewer rollout.num_workers")
 
 
+def _check_vllm_shares(cfg: TrainConfig, loads: list[GpuLoad], engines_per_worker: int) -> None:
+    """vLLM engines sharing a GPU: each takes ``rollout.vllm.gpu_memory_utilization`` of the whole GPU (a worker
+    runs one engine for the policy and one per snapshot of it), so their sum on any GPU must not exceed 1."""
+    if cfg.rollout.engine != "vllm" or cfg.rollout.backend != "ray":
+        return
+    u = cfg.rollout.vllm.gpu_memory_utilization
+    for load in loads:
+        workers = [h for h in load.holders if h.startswith(ROLLOUT)]
+        engines = len(workers) * engines_per_worker
+        if engines * u > 1 + SHARE_EPS:
+            fit = max(math.floor(100 / engines) / 100, 0.01)
+            each = f" ({engines_per_worker} engines each: the policy and its snapshots)" if engines_per_worker > 1 else ""
+            raise UserInputError(
+                f"GPU {load.gpu} of node {load.node} holds {len(workers)} vLLM rollout worker(s){each}, {engines} "
+                f"engines x rollout.vllm.gpu_memory_utilization {u:g} = {amount(engines * u)} of its memory, more than "
+                f"all of it; set rollout.vllm.gpu_memory_utilization={fit:g} or fewer workers per GPU "
+                "(placement.gpus_per_worker)")
+
+
 def _memory_fix(role: str, part: str, holders: int, cfg: TrainConfig, lora: bool, k: int) -> str:
     if role == LEARNER:
         if part == "activations":
@@ -266,7 +291,7 @@ def _memory_fix(role: str, part: str, holders: int, cfg: TrainConfig, lora: bool
         return "put one worker on each GPU (placement.gpus_per_worker=1) or run fewer rollout.num_workers"
     if part == "kv_cache":
         return "add rollout workers (fewer episodes each) or lower grpo.groups_per_step"
-    return "use a smaller model or more GPUs per worker (placement.gpus_per_worker=2)"
+    return "use a smaller model, or LoRA (the workers then hold one base copy each), or fewer frozen opponents"
 
 
 def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: Optional[int], dtype_bytes: int,
@@ -301,6 +326,7 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
                               weights_gib=weights_gib or 0.0)
 
     procs = learner_processes
+    learner_bytes = DTYPE_BYTES[cfg.resolve_dtype("cuda" if k else "cpu", lora=lora)]  # the learner's weights
     learner_mem = None
     if weights_gib is not None and k:
         micro = ceil_div(g_cfg.episodes_per_step, g_cfg.gradient_accumulation_steps * procs)
@@ -308,7 +334,8 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
         learner_mem = learner_memory(
             params=params, weights_gib=weights_gib, dtype_bytes=dtype_bytes, lora=lora, processes=procs,
             sharded=sharded, reference=g_cfg.beta > 0, micro_batch=micro, completion_tokens=g_cfg.max_completion_length,
-            gradient_checkpointing=g_cfg.gradient_checkpointing, shape=shape, rollout_kv_gib=inproc)
+            gradient_checkpointing=g_cfg.gradient_checkpointing, shape=shape, rollout_kv_gib=inproc,
+            learner_dtype_bytes=learner_bytes)
         if n == 0 and frozen:
             learner_mem = MemoryEstimate(**{**learner_mem.parts(), "weights": learner_mem.weights + frozen * weights_gib})
     learners = tuple(ProcessPlacement(f"learner rank {r}", LEARNER, 0, (r,) if k else (), 1.0 if k else 0.0, 0.0,
@@ -328,6 +355,7 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
             loads.append(GpuLoad(node_index, d, tuple(q.name for q in on), sum(q.gpu_share for q in on),
                                  mem if on else 0.0))
     cap = cluster.gpu_memory_gib
+    _check_vllm_shares(cfg, loads, 1 + snapshots)
     for load in loads:
         if cap and load.memory_gib and load.memory_gib > cap:
             on = [q for q in (*learners, *workers) if q.name in load.holders]
@@ -352,4 +380,5 @@ def plan_placement(cfg: TrainConfig, cluster: ClusterResources, *, param_count: 
     return PlacementPlan(cluster=cluster, strategy=p.strategy, backend=cfg.rollout.backend, max_wait_s=p.max_wait_s,
                          trainer_gpus=k, gpus_per_worker=g, cpus_per_worker=c, learners=learners, workers=workers,
                          gpu_loads=tuple(loads), params=params, dtype_bytes=dtype_bytes, lora=lora, sharded=sharded,
-                         weights_gib=weights_gib, object_store_gib=shipped, notes=tuple(notes))
+                         weights_gib=weights_gib, object_store_gib=shipped, notes=tuple(notes),
+                         learner_dtype_bytes=learner_bytes)

@@ -34,7 +34,10 @@ def render_plan(plan: PlacementPlan) -> str:
                    f"{amount(plan.cpus_per_worker)} CPU, device {plan.worker_device}; strategy {plan.strategy}")
     else:
         rollout = "rollouts in the learner process (rollout.backend=inprocess)"
-    lines = [f"Placement plan: {size}, {plan.dtype_bytes}-byte weights, {tuning}",
+    learner_bytes = plan.learner_dtype_bytes or plan.dtype_bytes
+    weights = (f"{plan.dtype_bytes}-byte weights" if learner_bytes == plan.dtype_bytes or not plan.trainer_gpus
+               else f"{learner_bytes}-byte learner weights, {plan.dtype_bytes}-byte rollout weights")
+    lines = [f"Placement plan: {size}, {weights}, {tuning}",
              f"  cluster: {plan.cluster.describe()}",
              f"  learner: {learner}", f"  rollout: {rollout}", ""]
     rows = [("process", "node", "GPU", "share", "CPUs", "models", *_HEADS, "GiB/GPU")]

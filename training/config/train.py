@@ -483,12 +483,13 @@ class TrainConfig(BaseModel):
         """bf16 for the resolved device ("cpu" or "cuda"): the explicit value, else on for cuda."""
         return self.bf16 if self.bf16 is not None else device == "cuda"
 
-    def resolve_dtype(self, device: str) -> str:
+    def resolve_dtype(self, device: str, lora: Optional[bool] = None) -> str:
         """The learner's weight dtype for the resolved device ("cpu" or "cuda"): the explicit value, else bfloat16
-        for a LoRA base on cuda, float32 otherwise."""
+        for a LoRA base on cuda, float32 otherwise (``lora``: whether LoRA trains; None: ``lora.enabled``)."""
         if self.dtype != "auto":
             return self.dtype
-        return "bfloat16" if self.lora.enabled and device == "cuda" else "float32"
+        lora = self.lora.enabled if lora is None else lora
+        return "bfloat16" if lora and device == "cuda" else "float32"
 
 
 def load_train_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:

@@ -20,7 +20,8 @@ import ray
 from training.rollout.contract import RolloutSpec
 from training.rollout.records import EpisodeJob, RolloutRecord
 
-#: Environment every worker sets before importing transformers (no hub, no tokenizer threads).
+#: Environment every worker sets before importing transformers, whatever it inherited: no hub (the driver resolved
+#: every model to a local directory, ``training.model.snapshot``), no tokenizer threads.
 WORKER_ENV: dict[str, str] = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 #: Exit status of a worker that was told to crash (``inject_fault(crash=True)``).
 INJECTED_CRASH_EXIT_CODE = 13
@@ -32,8 +33,7 @@ class RolloutWorkerImpl:
     ``torch_threads`` torch threads."""
 
     def __init__(self, spec: RolloutSpec, *, name: str, torch_threads: int = 1) -> None:
-        for key, value in WORKER_ENV.items():
-            os.environ.setdefault(key, value)
+        os.environ.update(WORKER_ENV)
         import torch
 
         from training.rollout.engines import make_policy

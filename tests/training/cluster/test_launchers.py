@@ -21,9 +21,9 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from training.config.train import load_train_config
 from training.cluster.plan import plan_placement
 from training.cluster.resources import ClusterResources, NodeResources
+from training.config.train import load_train_config
 
 REPO = Path(__file__).resolve().parents[3]
 LAUNCH = REPO / "launch"
@@ -117,7 +117,7 @@ def sourced(command: str, **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("nodes, gpus, learners, per_worker", [(2, 8, 1, 1), (2, 8, 4, 1), (1, 8, 1, 0.5),
-                                                               (2, 8, 1, 2), (4, 4, 2, 1)])
+                                                               (2, 8, 1, 0.25), (4, 4, 2, 1)])
 def test_slurm_overrides_use_every_gpu_the_plan_allows(nodes: int, gpus: int, learners: int,
                                                        per_worker: float) -> None:
     out = sourced(f"rollout_overrides {nodes} {gpus} {learners} {per_worker}")

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from training.config.placement import PlacementConfig
-from training.config.train import TrainConfig, load_train_config
-from training.errors import UserInputError
+from training.cli import main
 from training.cluster.memory import GIB, LORA_TRAINABLE_FRACTION, ModelShape, read_model_shape
 from training.cluster.plan import PlacementPlan, plan_placement
 from training.cluster.preflight import preflight
 from training.cluster.render import render_plan
 from training.cluster.resources import ClusterResources, NodeResources
-from training.cli import main
+from training.config.placement import PlacementConfig
+from training.config.train import TrainConfig, load_train_config
+from training.errors import UserInputError
 
 #: Published configs (config.json keys) of Qwen2.5-1.5B/7B-Instruct and their parameter counts.
 QWEN_CONFIGS: dict[str, dict[str, Any]] = {
@@ -137,9 +137,10 @@ def test_memory_estimates_in_range() -> None:
     full = plan_for(*LAYOUTS["8gpu-7b-full-fsdp4"][:1], LAYOUTS["8gpu-7b-full-fsdp4"][1], processes=4, sharded=True)
     rank0 = full.learners[0].memory
     assert full.weights_gib == pytest.approx(params7 * 2 / GIB) and 14.0 < full.weights_gib < 14.5
-    assert rank0.weights == pytest.approx(full.weights_gib / 4)
+    # the learner's weights and gradients are float32 (dtype auto, full fine-tuning), the workers' bfloat16
+    assert rank0.weights == pytest.approx(params7 * 4 / GIB / 4) and full.learner_dtype_bytes == 4
     assert rank0.optimizer == pytest.approx(params7 * 8 / GIB / 4)  # Adam: two fp32 moments, sharded 4 ways
-    assert rank0.gradients == pytest.approx(params7 * 2 / GIB / 4)
+    assert rank0.gradients == pytest.approx(params7 * 4 / GIB / 4)
     worker = full.workers[0].memory
     assert worker.weights == pytest.approx(full.weights_gib) and 0 < worker.kv_cache < worker.weights
     assert 15 < worker.total < 40 and 25 < rank0.total < 60
@@ -204,7 +205,7 @@ REFUSALS: list[tuple] = [
     (["rollout.num_workers=7", "placement.cpus_per_worker=1"], ClusterResources(gpus=8, cpus=2), 1, False,
      ["7 rollout workers x 1 CPUs = 7 CPUs, the cluster has 2", "placement.cpus_per_worker=0.25 or rollout.num_workers=2"]),
     (["rollout.num_workers=1", "placement.gpus_per_worker=2"], ClusterResources(gpus=8, nodes=8), 1, False,
-     ["a rollout worker of 2 GPUs needs them on one node, but the most free GPUs on a node is 1",
+     ["placement.gpus_per_worker=2: a rollout worker's engine runs on one GPU (no tensor parallelism)",
       "placement.gpus_per_worker=1"]),
     (["rollout.num_workers=3", "placement.cpus_per_worker=1.25"], ClusterResources(gpus=8, nodes=2, cpus=4), 1,
      False, ["rollout worker 2 (1.25 CPUs) fits on no node (free CPUs per node: 0.75, 0.75)"]),
