@@ -1,5 +1,5 @@
-"""``replicalab bench {env,skills,rollout,train,generate,generate-memory,engines}``: benchmarks that print their
-figures next to a baseline measured in the same run.  ``env`` and ``skills`` need only the core install.
+"""``replicalab bench {env,skills,rollout,train,generate,generate-memory,engines,sync}``: benchmarks that print
+their figures next to a baseline measured in the same run.  ``env`` and ``skills`` need only the core install.
 
 Each benchmark is a module here with two functions, ``add_arguments(parser)`` (its own options and
 defaults) and ``run(args) -> int`` (measure and print), and no torch import at module level, so the
@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "generate": "training.bench.generate",  # batched vs one-at-a-time generation
     "generate-memory": "training.bench.generate_memory",  # peak memory: logits buffer vs step-by-step logprobs
     "engines": "training.bench.engines",  # rollout engines (hf, vllm) on the same jobs
+    "sync": "training.bench.sync",  # weight sync to the rollout workers: collective vs object store
 }
 
 

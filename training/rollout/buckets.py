@@ -18,6 +18,7 @@ ships, and what opponent snapshots keep).
 
 from __future__ import annotations
 
+import warnings
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
@@ -80,10 +81,12 @@ class WeightLayout:
 
 
 def as_tensor(value: Any) -> torch.Tensor:
-    """A payload value as a tensor (numpy arrays are wrapped, not copied)."""
+    """A payload value as a tensor (numpy arrays are wrapped, not copied; read-only ones too: never written)."""
     if isinstance(value, torch.Tensor):
         return value.detach()
-    return torch.from_numpy(np.ascontiguousarray(value))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        return torch.from_numpy(np.ascontiguousarray(value))
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -167,10 +170,25 @@ def _typed(raw: torch.Tensor, entry: TensorEntry) -> torch.Tensor:
     return raw.view(_dtype(entry.dtype)).view(entry.shape)
 
 
-def numpy_payload(state: Mapping[str, Any], *, copy: bool = False) -> dict[str, Any]:
-    """``state`` with every tensor as a float32 numpy array (``copy``: never sharing memory with ``state``)."""
+def tensor_digest(tensor: torch.Tensor) -> str:
+    """SHA-256 of ``tensor``'s bytes (equal digests, same dtype and shape: the same tensor bit for bit)."""
+    import hashlib
+
+    data = tensor_bytes(tensor.detach().cpu())
+    return hashlib.sha256(data.numpy().data).hexdigest() + f"/{tuple(tensor.shape)}"
+
+
+def numpy_payload(state: Mapping[str, Any], *, copy: bool = False, tied_once: bool = False) -> dict[str, Any]:
+    """``state`` with every tensor as a float32 numpy array (``copy``: never sharing memory with ``state``;
+    ``tied_once``: an entry sharing memory with an earlier one is left out, as tied weights may be)."""
     out: dict[str, Any] = {}
+    seen: set[tuple] = set()
     for name, value in state.items():
+        if tied_once and isinstance(value, (torch.Tensor, np.ndarray)):
+            key = _storage_key(as_tensor(value))
+            if key in seen:
+                continue
+            seen.add(key)
         if isinstance(value, torch.Tensor):
             value = value.detach().float().cpu().numpy()
         if isinstance(value, np.ndarray):

@@ -192,11 +192,11 @@ class RayBackend:
                             lambda w: w.weights_version.remote(), version, during, slots=by_store)
 
     def _current_ref(self) -> Any:
-        """The current weights in the object store (float32 numpy arrays), put on first need."""
+        """The current weights in the object store (float32 numpy arrays, tied ones once), put on first need."""
         import ray
 
         if self._state_ref is None:
-            self._state_ref = ray.put(numpy_payload(self._state or {}))
+            self._state_ref = ray.put(numpy_payload(self._state or {}, tied_once=True))
         return self._state_ref
 
     def _sync_collective(self, version: int, during: str) -> list[int]:

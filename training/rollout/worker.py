@@ -96,6 +96,14 @@ class RolloutWorkerImpl:
         model = (self.policy if snapshot is None else self.snapshots[snapshot]).model
         return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
+    def state_digests(self) -> dict[str, tuple[str, str]]:
+        """name -> (dtype, SHA-256 of the bytes) of every policy tensor (``tensor_digest``): a bitwise check of a
+        large model without shipping it back."""
+        from training.rollout.buckets import tensor_digest
+
+        return {k: (str(v.dtype).removeprefix("torch."), tensor_digest(v))
+                for k, v in self.policy.model.state_dict().items()}
+
     def set_snapshots(self, names: Sequence[str], *states: Mapping[str, Any]) -> list[str]:
         """Hold exactly the frozen snapshots ``names`` (their weights in ``states``, in order); return the names."""
         from training.rollout.engines import update_snapshots
