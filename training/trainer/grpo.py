@@ -10,7 +10,9 @@ Manager), passed through from the rollout; every component is logged by ``RunLog
 Exact scoring (``ReplicaLabGRPOTrainer``): TRL 1.16 scores completions without position ids, which shifts
 an absolute-position model's positions in a left-padded batch; the subclass passes position ids from the
 attention mask, ``disable_dropout`` keeps dropout off, and every step logs how far the trainer's log-probs
-of the sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).
+of the sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).  Every
+scoring without gradients (old, reference and mismatch log-probs) runs in chunks of ``grpo.rescore_batch_size``
+sequences; TRL loads the weights as ``dtype`` says (``grpo_config``).
 With ``grpo.advantage: role_baseline`` the advantage is the reward minus a running baseline of its role
 (``training.trainer.advantages``) instead of the group mean.
 With ``grpo.rollout_correction_clip`` each episode's advantage is reweighted by its truncated importance
