@@ -50,7 +50,7 @@ class LearnerConfig(BaseModel):
     timeout_minutes: float = Field(default=DEFAULT_TIMEOUT_MINUTES, gt=0.0, description=(
         "How long a learner process waits in a collective (the process group's timeout) before failing: the "
         "others wait while the main process alone starts the rollout workers, checks vLLM or hashes a "
-        "checkpoint. torch's own default is 10 minutes."))
+        "checkpoint. torch's own default is 10 minutes with NCCL, 30 with gloo."))
     stop_signals: list[str] = Field(default_factory=lambda: list(DEFAULT_STOP_SIGNALS), description=(
         "Signals that save a checkpoint at the next step boundary and stop (a second one aborts). SIGUSR1 is "
         "SLURM's warning before the time limit (launch/slurm.sbatch asks for it with --signal)."))

@@ -53,8 +53,9 @@ def init_learner(device: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, deepspeed
     """This process's ``Learner``; with several processes, the process group is started here (through
     accelerate, whose state the trainer then reuses) so the run can agree on things before the trainer
     exists.  ``timeout_s`` bounds every collective (``learner.timeout_minutes``: the others wait while the
-    main process alone starts workers or hashes a checkpoint; torch's default is 10 minutes); ``deepspeed``
-    starts the group through DeepSpeed (``learner.sharding=zero3``), as the trainer's accelerator expects."""
+    main process alone starts workers or hashes a checkpoint; torch's default is 10 minutes with NCCL);
+    ``deepspeed`` starts the group through DeepSpeed (``learner.sharding=zero3``), as the trainer's accelerator
+    expects."""
     learner = learner_from_env()
     if learner.distributed:
         from datetime import timedelta

@@ -1,7 +1,8 @@
 """A sharded learner on CPU: two gloo processes under torchrun train the tiny model through the real trainer
-with ``learner.sharding=fsdp`` (FSDP2, sharded checkpoints); every checkpoint verifies, and a run resumed from
-its middle checkpoint ends in exactly the uninterrupted run's state: final weights, model and optimizer shards,
-step, and logs.  Also: the process group's timeout is the configured one.
+with ``learner.sharding=fsdp`` (FSDP2), in each checkpoint format (``learner.fsdp_checkpoint``: sharded, full);
+every checkpoint verifies, and a run resumed from its middle checkpoint ends in exactly the uninterrupted run's
+state: final weights, model and optimizer state, step, and logs.  Also: the process group's timeout is the
+configured one.
 
 accelerate 1.15 builds FSDP only on GPU-class devices (on CPU it builds DDP, which the run refuses: tested
 below); ``tests/fsdp_cpu_launch.py`` lifts that one gate in the test's processes, so FSDP2 itself runs here.
@@ -44,23 +45,36 @@ def _torchrun(entry: list[str], args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=WAIT_S)
 
 
-@pytest.fixture(scope="module")
-def fsdp_run(policy_wide_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An uninterrupted ``RESUME_STEPS``-step FSDP run of two processes (a checkpoint after every step)."""
-    out = tmp_path_factory.mktemp("fsdp")
-    done = _torchrun([LAUNCH], ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, out, "fsdp"), *FSDP])
+#: Per checkpoint format: the layout its manifests record, and the files holding the model and optimizer.
+FORMATS = {"sharded": ("fsdp_sharded", ("pytorch_model_fsdp_0", "optimizer_0")),
+           "full": ("fsdp_full", ("pytorch_model_fsdp.bin", "optimizer.bin"))}
+
+
+@pytest.fixture(scope="module", params=list(FORMATS))
+def fsdp_run(request: pytest.FixtureRequest, policy_wide_model_dir: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """An uninterrupted ``RESUME_STEPS``-step FSDP run of two processes (a checkpoint after every step) in one
+    checkpoint format, and its overrides."""
+    out = tmp_path_factory.mktemp(f"fsdp-{request.param}")
+    args = ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, out, "fsdp"), *FSDP,
+            f"learner.fsdp_checkpoint={request.param}"]
+    done = _torchrun([LAUNCH], args)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "learner_processes 2" in done.stdout
-    return out / "fsdp"
+    return out / "fsdp", args
 
 
-def _dcp_state(folder: Path, out: Path) -> dict:
-    """A torch.distributed.checkpoint directory's whole content (every process's shards), as one dict."""
+def _state(path: Path, scratch: Path) -> dict:
+    """What a checkpoint's model or optimizer entry holds, as one dict: a torch.save file, or every process's
+    shards of a torch.distributed.checkpoint directory."""
     import torch
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    dcp_to_torch_save(str(folder), str(out))
-    return torch.load(str(out), weights_only=False)
+    if path.is_dir():
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+        dcp_to_torch_save(str(path), str(scratch))
+        path = scratch
+    return torch.load(str(path), weights_only=False)
 
 
 def _assert_same_tree(a, b, where: str = "") -> None:
@@ -80,38 +94,45 @@ def _assert_same_tree(a, b, where: str = "") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-def test_fsdp_checkpoints_are_sharded_and_verify(fsdp_run: Path, policy_wide_model_dir: Path):
+def test_fsdp_checkpoints_have_the_formats_layout_and_verify(fsdp_run: tuple[Path, list[str]],
+                                                             policy_wide_model_dir: Path):
     from training.trainer.checkpoints import checkpoint_step, checkpoints, read_manifest, verify_checkpoint
 
-    found = checkpoints(fsdp_run / "checkpoints")
+    run, args = fsdp_run
+    layout, parts = FORMATS[args[-1].split("=")[1]]
+    found = checkpoints(run / "checkpoints")
     assert [checkpoint_step(c) for c in found] == list(range(1, RESUME_STEPS + 1))
     for ckpt in found:
         assert verify_checkpoint(ckpt) == [], ckpt
         manifest = read_manifest(ckpt)
-        assert manifest["layout"] == "fsdp_sharded" and manifest["processes"] == 2
+        assert manifest["layout"] == layout and manifest["processes"] == 2
         files = set(manifest["files"])
-        for folder in ("pytorch_model_fsdp_0", "optimizer_0"):  # each process wrote its shard
-            assert {f"{folder}/.metadata", f"{folder}/__0_0.distcp", f"{folder}/__1_0.distcp"} <= files
-        assert "optimizer.pt" not in files and "model.safetensors" not in files
+        assert "optimizer.pt" not in files
+        if layout == "fsdp_sharded":
+            for folder in parts:  # each process wrote its shard
+                assert {f"{folder}/.metadata", f"{folder}/__0_0.distcp", f"{folder}/__1_0.distcp"} <= files
+        else:
+            assert set(parts) <= files
     # final/ is a whole model, loadable without FSDP: every weight of the start, and training moved them
     import torch
     from safetensors.torch import load_file
 
-    final, start = weights(fsdp_run), load_file(str(policy_wide_model_dir / "model.safetensors"))
+    final, start = weights(run), load_file(str(policy_wide_model_dir / "model.safetensors"))
     assert set(start) <= set(final) and any(not torch.equal(start[k], final[k]) for k in start)
 
 
-def test_fsdp_resume_ends_in_the_uninterrupted_state(fsdp_run: Path, policy_wide_model_dir: Path, tmp_path: Path):
+def test_fsdp_resume_ends_in_the_uninterrupted_state(fsdp_run: tuple[Path, list[str]], tmp_path: Path):
     """A copy of the run stopped after step ``RESUME_FROM`` (later checkpoints and ``final/`` gone, logs still
     holding the later steps) resumes under FSDP and ends bitwise where the uninterrupted run ended."""
+    fsdp_run, args = fsdp_run
     run = tmp_path / "fsdp"
     shutil.copytree(fsdp_run, run)
     shutil.rmtree(run / "final")
     for step in range(RESUME_FROM + 1, RESUME_STEPS + 1):
         shutil.rmtree(run / "checkpoints" / f"checkpoint-{step}")
     tick = time.perf_counter()
-    done = _torchrun([LAUNCH], ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, tmp_path, "fsdp"),
-                                *FSDP, "--resume"])
+    args = [a.replace(f"output_dir={fsdp_run.parent}", f"output_dir={tmp_path}") for a in args]
+    done = _torchrun([LAUNCH], [*args, "--resume"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"checkpoint-{RESUME_FROM}" in done.stdout, done.stdout[-2000:]
     print(f"resumed FSDP run: {time.perf_counter() - tick:.1f} s")
@@ -126,9 +147,9 @@ def test_fsdp_resume_ends_in_the_uninterrupted_state(fsdp_run: Path, policy_wide
     keep = lambda rows: [{k: v for k, v in r.items() if "runtime" not in k and "per_second" not in k  # noqa: E731
                           and k != "step_time"} for r in rows]
     assert keep(state[0]["log_history"]) == keep(state[1]["log_history"])
-    for folder in ("pytorch_model_fsdp_0", "optimizer_0"):
-        _assert_same_tree(_dcp_state(mine / folder, tmp_path / f"mine-{folder}.pt"),
-                          _dcp_state(theirs / folder, tmp_path / f"theirs-{folder}.pt"), folder)
+    for part in FORMATS[args[-1].split("=")[1]][1]:  # the model's and the optimizer's whole state
+        _assert_same_tree(_state(mine / part, tmp_path / "mine.pt"), _state(theirs / part, tmp_path / "theirs.pt"),
+                          part)
 
 
 def test_fsdp_on_cpu_without_the_gate_lifted_is_refused_not_run_as_ddp(policy_wide_model_dir: Path, tmp_path: Path):

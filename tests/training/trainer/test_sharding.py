@@ -159,7 +159,7 @@ def test_a_trainer_that_did_not_shard_is_refused():
     ddp = SimpleNamespace(is_fsdp_enabled=False, is_deepspeed_enabled=False,
                           accelerator=SimpleNamespace(distributed_type=SimpleNamespace(value="MULTI_CPU")))
     check_sharded(ddp, learner())
-    with pytest.raises(UserInputError, match=r"learner.sharding=fsdp but accelerate built a none learner \(MULTI_CPU\)"):
+    with pytest.raises(UserInputError, match=r"sharding=fsdp but accelerate built a none learner \(MULTI_CPU\)"):
         check_sharded(ddp, learner(sharding="fsdp"))
 
 
