@@ -80,3 +80,20 @@ def test_policy_loads_a_stream_in_place(policy_tiny_model_dir: Path) -> None:
     with pytest.raises(KeyError, match="missing weights"):
         policy.load_stream(iter(list(got.items())[:1]), 4)
     assert policy.weights_version == 3
+
+
+def test_weight_sync_switch_is_checked() -> None:
+    from pydantic import ValidationError
+
+    from training.config.model import SamplingConfig
+    from training.config.train import TrainConfig
+    from training.rollout.contract import RolloutSpec
+    from training.rollout.ray_backend import RayBackend, RayPool
+
+    assert TrainConfig().rollout.weight_sync == "collective"
+    assert TrainConfig(rollout={"weight_sync": "object_store"}).rollout.weight_sync == "object_store"
+    with pytest.raises(ValidationError, match="weight_sync"):
+        TrainConfig(rollout={"weight_sync": "nfs"})
+    spec = RolloutSpec(model="m", scientist="policy", lab_manager="scripted", sampling=SamplingConfig())
+    with pytest.raises(ValueError, match="weight_sync 'nfs'; valid: collective, object_store"):
+        RayBackend(spec, RayPool(weight_sync="nfs"))

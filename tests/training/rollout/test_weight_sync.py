@@ -119,3 +119,31 @@ def test_learner_to_ray_worker_bitwise_and_snapshots_stay_frozen(one_worker, pol
     job = EpisodeJob(job_id=0, seed=TRAIN_SEEDS[0], template=TEMPLATES[0], difficulty=DIFFICULTIES[0], role="scientist",
                      group=0)
     assert backend.collect([job], sampling_seed=1)[0].weights_version == 2
+
+
+def test_lora_sends_only_the_adapter_bitwise(one_worker, policy_tiny_model_dir: Path) -> None:
+    import ray
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from training.config.train import TrainConfig
+    from training.rollout.policy import LORA_CONFIG_KEY
+    from training.trainer.weights import lora_peft_config, policy_weights
+
+    lora = TrainConfig(lora={"enabled": True, "r": 4, "alpha": 8}).lora
+    trained = get_peft_model(AutoModelForCausalLM.from_pretrained(str(policy_tiny_model_dir)), lora_peft_config(lora))
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, p in trained.named_parameters():
+            if "lora_" in name:
+                p.copy_(torch.randn(p.shape, generator=g))
+    payload = policy_weights(trained, lora)
+    one_worker.set_weights(payload, 1)
+    layout = one_worker.sync.last_layout
+    assert one_worker.sync.members == one_worker.names and dict(layout.extras).keys() == {LORA_CONFIG_KEY}
+    assert layout.entries and all("lora_" in e.name for e in layout.entries)  # the adapter only
+    held = ray.get(one_worker.workers[0].state_tensors.remote())
+    for name, tensor in payload.items():
+        if name != LORA_CONFIG_KEY:
+            theirs = held[name.replace(".lora_A.", ".lora_A.default.").replace(".lora_B.", ".lora_B.default.")]
+            assert torch.equal(theirs, tensor), name
