@@ -204,8 +204,9 @@ def _trained_steps(run: Path) -> int:
     return sum('"train/loss"' in line for line in path.read_text().splitlines())
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
-def test_signal_saves_checkpoint_prints_resume_and_resume_is_exact(reference_run: Path, policy_wide_model_dir: Path,
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGUSR1, 138)],
+                         ids=["SIGINT", "SIGTERM", "SIGUSR1"])  # SIGUSR1: SLURM's warning before the time limit
+def test_signal_saves_checkpoint_prints_resume_and_resume_is_exact(reference_run: Path, policy_wide_model_dir: Path,  # noqa: F811
                                                                    tmp_path: Path, sig: int, code: int) -> None:
     args = ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, tmp_path, "ref")]
     run = tmp_path / "ref"
@@ -231,7 +232,7 @@ def test_signal_saves_checkpoint_prints_resume_and_resume_is_exact(reference_run
     assert_same_run(run, reference_run)
 
 
-def test_sigkilled_driver_then_resume_logs_each_step_once(reference_run: Path, policy_wide_model_dir: Path,
+def test_sigkilled_driver_then_resume_logs_each_step_once(reference_run: Path, policy_wide_model_dir: Path,  # noqa: F811
                                                           tmp_path: Path) -> None:
     """SIGKILL the driver after a checkpoint, mid-way through the next step's logging; --resume drops
     what was logged after the checkpoint, so every step appears once and the run equals the reference."""

@@ -20,7 +20,6 @@ from typing import Any, Optional
 
 from training.config.learner import LearnerConfig
 from training.errors import UserInputError
-from training.trainer.distributed import ACCELERATE_DEEPSPEED_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +36,10 @@ ZERO3_DEFAULT: dict[str, Any] = {
 }
 #: ``learner.fsdp_checkpoint`` -> accelerate's state-dict type of FSDP checkpoints.
 FSDP_STATE_DICT_TYPES = {"sharded": "SHARDED_STATE_DICT", "full": "FULL_STATE_DICT"}
-#: What ``accelerate launch`` puts in its processes' environment when its own config shards the model.
-LAUNCHER_FSDP_ENV = "ACCELERATE_USE_FSDP"
+#: What only ``accelerate launch`` puts in its processes' environment when its own config shards the model
+#: (accelerate/utils/launch.py; an Accelerator built in this process sets ACCELERATE_USE_FSDP/DEEPSPEED itself).
+LAUNCHED_FSDP_ENV = "FSDP_VERSION"
+LAUNCHED_DEEPSPEED_ENV = "ACCELERATE_CONFIG_DS_FIELDS"
 
 
 def fsdp_config(learner: LearnerConfig) -> dict[str, Any]:
@@ -87,14 +88,11 @@ def sharding_kwargs(learner: LearnerConfig) -> dict[str, Any]:
     return kwargs
 
 
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() == "true"
-
-
 def check_learner(learner: LearnerConfig) -> None:
     """Refuse, with one line, what cannot start: a launcher sharding the model its own way, ZeRO-3 without
     DeepSpeed, a DeepSpeed config ``zero3_config`` refuses."""
-    launched = "fsdp" if _env_true(LAUNCHER_FSDP_ENV) else "zero3" if _env_true(ACCELERATE_DEEPSPEED_ENV) else None
+    launched = ("fsdp" if LAUNCHED_FSDP_ENV in os.environ
+                else "zero3" if LAUNCHED_DEEPSPEED_ENV in os.environ else None)
     if launched is not None and launched != learner.sharding:
         raise UserInputError(f"launched by accelerate with its own {launched} config but learner.sharding="
                              f"{learner.sharding}; the train config is the one switch: launch without accelerate's "

@@ -135,8 +135,8 @@ def test_zero3_without_deepspeed_is_refused_before_anything_starts():
 
 
 @pytest.mark.parametrize("env, sharding, launched", [
-    ({"ACCELERATE_USE_FSDP": "true"}, "none", "fsdp"),
-    ({"ACCELERATE_USE_DEEPSPEED": "true"}, "fsdp", "zero3"),
+    ({"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}, "none", "fsdp"),
+    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_CONFIG_DS_FIELDS": ""}, "fsdp", "zero3"),
 ])
 def test_a_launcher_sharding_its_own_way_is_refused(monkeypatch, env, sharding, launched):
     from training.errors import UserInputError
@@ -148,6 +148,14 @@ def test_a_launcher_sharding_its_own_way_is_refused(monkeypatch, env, sharding, 
         check_learner(learner(sharding=sharding))
     if launched == "fsdp":  # agreeing is fine (zero3 would stop at the missing DeepSpeed instead)
         check_learner(learner(sharding=launched))
+
+
+def test_an_accelerator_built_earlier_in_the_process_is_not_a_launcher(monkeypatch):
+    from training.trainer.sharding import check_learner
+
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # what accelerate's Accelerator leaves behind
+    monkeypatch.delenv("FSDP_VERSION", raising=False)
+    check_learner(learner())
 
 
 def test_a_trainer_that_did_not_shard_is_refused():
