@@ -11,7 +11,8 @@ is the pre-flight table; ``replicalab preflight --config FILE [KEY=VALUE ...]`` 
 ``training.cluster.placement_group.make_placement_group`` reserves the plan in Ray.
 
 The unit is one GPU *device*: Ray never splits a bundle's share over two devices, so workers of share
-``g <= 1`` fit ``floor(1/g)`` to a GPU, and a share above 1 must be whole GPUs of one node.
+``g <= 1`` fit ``floor(1/g)`` to a GPU; a share above 1 is refused (a worker's engine runs on one GPU: no tensor
+parallelism).  vLLM engines sharing a GPU may book at most all of it (``rollout.vllm.gpu_memory_utilization``).
 """
 
 from __future__ import annotations

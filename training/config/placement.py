@@ -37,7 +37,8 @@ class PlacementConfig(BaseModel):
         "'auto' = 1 when the cluster has a GPU and device is not cpu, else 0."))
     gpus_per_worker: Union[Literal["auto"], float] = Field(default=AUTO, description=(
         "GPUs each Ray rollout worker reserves: a fraction 1/m puts m workers (m model copies) on one GPU, "
-        "1 a GPU each, a whole number > 1 several GPUs each; 0 plays on CPU; 'auto' = 1 per worker when "
+        "1 a GPU each (the plan refuses more: a worker's engine uses one GPU, no tensor parallelism); 0 plays on "
+        "CPU; 'auto' = 1 per worker when "
         "enough GPUs are left after the learner's, else the largest 1/m that fits, 0 without GPUs."))
     cpus_per_worker: Union[Literal["auto"], float] = Field(default=AUTO, description=(
         "CPUs each Ray rollout worker reserves; 'auto' = rollout.torch_threads_per_worker."))
