@@ -86,6 +86,8 @@ BENCH_OPTIONS = {
     "engines": (["--episodes", "4", "--workers", "2", "--engines", "vllm", "--model", "m"],
                 dict(episodes=4, workers=2, engines=["vllm"], model="m"),
                 dict(episodes=32, workers=1, engines=["hf", "vllm"], max_new_tokens=96, repeats=2, model=None)),
+    "sync": (["--shape", "tiny", "--syncs", "2", "--bucket-mib", "16", "--workers", "2"],
+             dict(shape="tiny", syncs=2, bucket_mib=16, workers=2), dict(shape="0.5b", syncs=3, bucket_mib=256, workers=1)),
 }
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from training.argtypes import positive_int
+from training.rollout.collective_sync import DEFAULT_BUCKET_MIB
 
 #: Qwen2.5-0.5B's shapes (its config.json), for the stand-in's Qwen2Config.
 SHAPES: dict[str, dict[str, Any]] = {
@@ -33,7 +34,6 @@ SHAPES: dict[str, dict[str, Any]] = {
                  intermediate_size=128, vocab_size=512, tie_word_embeddings=True, max_position_embeddings=512),
 }
 DEFAULT_SYNCS = 3
-DEFAULT_BUCKET_MIB = 256
 PATHS = ("collective", "object_store")
 GB = 1e9
 
@@ -67,7 +67,8 @@ def build_standin(shape: str, out: Path) -> dict[str, Any]:
 
 def object_store_bytes(state: dict[str, Any]) -> int:
     """Bytes the object-store path puts per sync: float32 arrays, tied ones once."""
-    from training.rollout.buckets import MIB, plan_layout
+    from training.rollout.buckets import plan_layout
+    from training.rollout.collective_sync import MIB
 
     return sum(e.nbytes // state[e.name].element_size() * 4 for e in plan_layout(state, MIB).entries)
 

@@ -28,9 +28,6 @@ import torch
 
 #: Every tensor starts at a multiple of this many bytes in the stream (so a view of any dtype is aligned).
 ALIGN_BYTES = 16
-#: Default bucket size (``rollout.weight_sync_bucket_mib``).
-DEFAULT_BUCKET_MIB = 256
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,18 @@ worker whose receive failed), so a sync ends, as before, with every worker on th
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-import torch
-
-from training.rollout.buckets import MIB, WeightLayout, as_tensor, plan_layout
-from training.rollout.sync_group import SyncStore, bucket_device, join_group, send_weights
+if TYPE_CHECKING:  # torch is imported when a sync runs: the driver imports this module cheaply
+    from training.rollout.buckets import WeightLayout
 
 logger = logging.getLogger(__name__)
 
 #: The ways weights reach the rollout workers (``rollout.weight_sync``).
 WEIGHT_SYNCS = ("collective", "object_store")
+#: Default bucket size of the collective (``rollout.weight_sync_bucket_mib``).
+DEFAULT_BUCKET_MIB = 256
+MIB = 1 << 20
 
 
 class CollectiveUnavailable(RuntimeError):
@@ -41,13 +42,15 @@ class CollectiveSync:
         self.timeout_s = timeout_s
         self.members: list[str] = []  # the worker names of the current group (empty: no group)
         self.generation = 0
-        self.last_layout: Optional[WeightLayout] = None
-        self._store: Optional[SyncStore] = None
+        self.last_layout: Optional["WeightLayout"] = None
+        self._store: Any = None  # the SyncStore every generation of the group meets at
         self._group: Any = None
         self._backend = ""
 
     def backend_for(self, state: Mapping[str, Any], worker_device: str) -> str:
         """``nccl`` when the weights and the workers are on GPUs (and torch has NCCL), else ``gloo``."""
+        import torch
+
         tensors = [v for v in state.values() if isinstance(v, torch.Tensor)]
         on_gpu = bool(tensors) and tensors[0].is_cuda and worker_device.startswith("cuda")
         return "nccl" if on_gpu and torch.distributed.is_nccl_available() else "gloo"
@@ -55,6 +58,8 @@ class CollectiveSync:
     def ensure_group(self, workers: Sequence[Any], names: Sequence[str], backend: str) -> None:
         """Form a new group with ``workers`` unless the current one has exactly these members and backend."""
         import ray
+
+        from training.rollout.sync_group import SyncStore, join_group
 
         if self._group is not None and list(names) == self.members and backend == self._backend:
             return
@@ -77,6 +82,9 @@ class CollectiveSync:
     def push(self, workers: Sequence[Any], state: Mapping[str, Any], version: int) -> tuple[dict[Any, int], bool]:
         """Start ``receive_weights`` on every worker and broadcast ``state``'s buckets.  Returns the receive
         calls (ref -> slot) and whether the broadcast itself went through (if not, the group is dropped)."""
+        from training.rollout.buckets import as_tensor, plan_layout
+        from training.rollout.sync_group import bucket_device, send_weights
+
         layout = plan_layout(state, self.bucket_bytes)
         self.last_layout = layout
         refs = {w.receive_weights.remote(layout, version): slot for slot, w in enumerate(workers)}
@@ -94,9 +102,11 @@ class CollectiveSync:
         self._group, self.members = None, []
 
 
-def _sent(layout: WeightLayout) -> set[str]:
+def _sent(layout: "WeightLayout") -> set[str]:
     return {entry.name for entry in layout.entries}
 
 
-def _device_of(tensors: Mapping[str, torch.Tensor]) -> torch.device:
+def _device_of(tensors: Mapping[str, Any]) -> Any:
+    import torch
+
     return next(iter(tensors.values())).device if tensors else torch.device("cpu")

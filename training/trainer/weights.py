@@ -11,7 +11,8 @@ from typing import Any, Mapping, Optional
 import torch
 
 from training.config.train import LoraConfig
-from training.rollout.buckets import MIB, plan_layout
+from training.rollout.buckets import plan_layout
+from training.rollout.collective_sync import MIB
 
 
 def model_state(model, state: Optional[Mapping[str, torch.Tensor]] = None) -> dict[str, torch.Tensor]:
