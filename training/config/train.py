@@ -119,6 +119,10 @@ class RolloutConfig(BaseModel):
         "otherwise) or object_store (float32 numpy arrays through Ray's object store, also the fallback)."))
     weight_sync_bucket_mib: int = Field(default=256, ge=1, description=(
         "Bucket size (MiB) of the collective weight sync: each side holds one bucket beside the weights."))
+    max_staleness: int = Field(default=0, ge=0, le=1, description=(
+        "How many steps the rollouts may run ahead of the learner: 0 plays every step's episodes with the weights "
+        "it trains (on-policy); 1 plays step t+1's episodes with step t's weights while the learner trains on step "
+        "t (needs rollout.backend=ray and grpo.num_iterations=1; pair it with grpo.rollout_correction_clip)."))
     weight_sync_timeout_s: float = Field(default=120.0, gt=0.0, description=(
         "Seconds the weight-sync group may take to form or to pass one bucket before the sync falls back "
         "to the object store."))
@@ -134,6 +138,9 @@ class RolloutConfig(BaseModel):
     def _engine_needs_ray(self) -> "RolloutConfig":
         if self.engine == "vllm" and self.backend != "ray":
             raise ValueError("rollout.engine=vllm runs in Ray rollout workers: set rollout.backend=ray")
+        if self.max_staleness and self.backend != "ray":
+            raise ValueError("rollout.max_staleness>0 plays ahead on Ray rollout workers: set rollout.backend=ray "
+                             "(the in-process backend plays on-policy only)")
         return self
 
 
@@ -433,6 +440,9 @@ class TrainConfig(BaseModel):
         if self.lora.enabled and self.learner.sharded:
             raise ValueError(f"lora.enabled=true with learner.sharding={self.learner.sharding} is not supported (the "
                              "adapter is merged and shipped from an unsharded model); LoRA runs use learner.sharding=none")
+        if self.rollout.max_staleness and self.grpo.num_iterations > 1:
+            raise ValueError("rollout.max_staleness>0 needs grpo.num_iterations=1 (a batch played ahead is trained on "
+                             "once)")
         if self.rollout.sampling.max_new_tokens > self.grpo.max_completion_length:
             raise ValueError("rollout.sampling.max_new_tokens exceeds grpo.max_completion_length")
         room = max(len(TRAIN_SEEDS) - self.data.seed_offset, 0)

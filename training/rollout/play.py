@@ -145,9 +145,10 @@ def play_jobs(
     """Play every job; return one RolloutRecord per job, in job order.  A job with an ``opponent`` plays it in
     the other role's seat (a scripted agent, or a model in ``frozen``: a ``model:`` seat or a snapshot).
 
-    Each record's ``timing`` holds this call's ``generate_s`` (time inside model generation) and
-    ``total_s`` (the whole call), for the step-time breakdown."""
-    start = time.perf_counter()
+    Each record's ``timing`` holds this call's ``generate_s`` (time inside model generation),
+    ``total_s`` (the whole call) and ``started_at`` (its start, seconds since the epoch), for the step-time
+    breakdown."""
+    started_at, start = time.time(), time.perf_counter()
     generate_s = 0.0
     base = {"scientist": scientist, "lab_manager": lab_manager}
     per_job = [_job_seats(base, job) for job in jobs]
@@ -192,7 +193,7 @@ def play_jobs(
                 action = parse_action(g.text, role)
                 seats[i][role].parse_failures += isinstance(action, InvalidAction)
                 _advance(loops, i, action, pending, logs)
-    timing = {"generate_s": generate_s, "total_s": time.perf_counter() - start}
+    timing = {"generate_s": generate_s, "total_s": time.perf_counter() - start, "started_at": started_at}
     return [_record(job, logs[i], seats[i], per_job[i], weights_version, worker, timing)
             for i, job in enumerate(jobs)]
 

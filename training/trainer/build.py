@@ -120,19 +120,21 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
     and the validation check on ``backend`` (None off the main process)."""
     from training.rollout.records import validation_jobs
     from training.trainer.advantages import RoleBaseline
-    from training.trainer.grpo import EpisodeRollouts, build_trainer
+    from training.trainer.grpo import EpisodeRollouts, build_trainer, job_key
     from training.trainer.pool import SavePoolCallback
     from training.trainer.validation import ValidationCallback
 
     args = grpo_args(cfg, device=device, processes=processes)
     pool = opponent_pool(cfg)
+    rows = data_stream(cfg)(cfg.num_train_rows)
     rollouts = EpisodeRollouts(backend, logger, num_generations=cfg.grpo.num_generations, seed=cfg.seed,
-                               lora=cfg.lora, pool=pool)
+                               lora=cfg.lora, pool=pool, max_staleness=cfg.rollout.max_staleness,
+                               keys=[job_key(row) for row in rows] if cfg.rollout.max_staleness else ())
     jobs = validation_jobs(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties,
                            cfg.validation_opponents)
     validation = ValidationCallback(backend, logger, jobs=jobs, every_steps=cfg.validation.every_steps,
                                     seed=cfg.seed, lora=cfg.lora)
-    return build_trainer(model_dir, args=args, rows=data_stream(cfg)(cfg.num_train_rows), rollouts=rollouts,
+    return build_trainer(model_dir, args=args, rows=rows, rollouts=rollouts,
                          validation=validation, logger=logger, lora=cfg.lora,
                          rollout_correction_clip=cfg.grpo.rollout_correction_clip,
                          role_baseline=RoleBaseline(cfg.grpo.role_baseline_decay)

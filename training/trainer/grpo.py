@@ -15,9 +15,11 @@ scoring without gradients (old, reference and mismatch log-probs) runs in chunks
 sequences; TRL loads the weights as ``dtype`` says (``grpo_config``).
 With ``grpo.advantage: role_baseline`` the advantage is the reward minus a running baseline of its role
 (``training.trainer.advantages``) instead of the group mean.
-With ``grpo.rollout_correction_clip`` each episode's advantage is reweighted by its truncated importance
-weight under the trainer's policy (``rollout_correction``; ``rollout_correction/mean`` and the share
-clipped, ``rollout_correction/clipped``): about 1 for an exact engine, a guard for one that drifts.
+With ``grpo.rollout_correction_clip`` each model token's term of the loss is reweighted by its truncated
+importance weight ``min(clip, exp(trainer - rollout log-prob))`` (``rollout_correction``: per-token advantages,
+which TRL's loss accepts; ``rollout_correction/mean`` over model tokens and the share clipped,
+``rollout_correction/clipped``): about 1 for an exact engine on-policy, the correction of a batch played with
+older weights (``rollout.max_staleness``, ``training.trainer.ahead``) or by an engine that drifts.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger
 from training.trainer.advantages import RoleBaseline
+from training.trainer.ahead import RolloutsAhead, SaveAheadCallback, check_staleness, staleness_metrics
 from training.trainer.distributed import gather_to_main, scatter_from_main
 from training.trainer.grad_guard import NonFiniteGradGuard
 from training.trainer.pool import OpponentPool
@@ -81,9 +84,12 @@ class EpisodeRollouts:
     same whatever the number of processes."""
 
     def __init__(self, backend: Optional[Backend], logger: RunLogger, *, num_generations: int, seed: int,
-                 lora: LoraConfig, pool: Optional[OpponentPool] = None):
+                 lora: LoraConfig, pool: Optional[OpponentPool] = None, max_staleness: int = 0,
+                 keys: Sequence[str] = ()):
         self.backend, self.logger, self.lora, self.pool = backend, logger, lora, pool
-        self.num_generations, self.seed = num_generations, seed
+        self.num_generations, self.seed, self.max_staleness = num_generations, seed, max_staleness
+        # rollout.max_staleness=1: the next step's batch in flight (training.trainer.ahead; keys: the rows' prompts)
+        self.ahead = RolloutsAhead(keys) if max_staleness > 0 else None
         self.episodes_played = 0
         self._resumed_at: Optional[int] = None  # the first step after a resume: the restored snapshots go out
 
@@ -100,34 +106,43 @@ class EpisodeRollouts:
         parts = None if per_process is None else self._play(step, state, per_process, time.perf_counter() - tick)
         return scatter_from_main(parts)
 
+    def _jobs(self, step: int, prompts: Sequence[str]) -> list[EpisodeJob]:
+        """Step ``step``'s episodes: one job per prompt, groups of ``num_generations``, opponents drawn."""
+        g = self.num_generations
+        jobs = [EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)]
+        return self.pool.assign(jobs, step) if self.pool is not None else jobs
+
     def _play(self, step: int, state: dict[str, Any], per_process: list[list[str]],
               gather_s: float) -> list[dict[str, list]]:
+        prompts = [p for share in per_process for p in share]
+        fetch_began_at, tick = time.time(), time.perf_counter()
+        records = self.ahead.take(step, prompts, self.backend) if self.ahead is not None else None
+        rollout_s = time.perf_counter() - tick  # waiting for the batch played ahead
         tick = time.perf_counter()
         self.backend.set_weights(state, step)
         if self.pool is not None and (self.pool.take_snapshot(step, state) or step == self._resumed_at):
             self.backend.set_snapshots(self.pool.snapshot_states())
         sync_s = gather_s + time.perf_counter() - tick
         sync_bytes = payload_bytes(state)
-        g = self.num_generations
-        prompts = [p for share in per_process for p in share]
-        jobs = [
-            EpisodeJob(job_id=i, group=i // g, **json.loads(p)) for i, p in enumerate(prompts)
-        ]
-        pool_metrics = {}
-        if self.pool is not None:
-            jobs = self.pool.assign(jobs, step)
-            pool_metrics = self.pool.metrics(jobs)
-        tick = time.perf_counter()
-        records: list[RolloutRecord] = self.backend.collect(jobs, sampling_seed=self.seed * STEP_SEED_STRIDE + step)
-        rollout_s = time.perf_counter() - tick
+        if records is None:  # on-policy: played now, with this step's weights
+            jobs = self._jobs(step, prompts)
+            tick = time.perf_counter()
+            records = self.backend.collect(jobs, sampling_seed=self.seed * STEP_SEED_STRIDE + step)
+            rollout_s += time.perf_counter() - tick
+            if [r.job.job_id for r in records] != [j.job_id for j in jobs]:
+                raise RuntimeError("rollout returned missing or reordered episodes")
+        check_staleness(records, step, self.max_staleness)
+        upcoming = self.ahead.next_prompts(prompts) if self.ahead is not None else None
+        if upcoming is not None:  # the next step's batch plays while the learner trains on this one
+            self.ahead.submit(step + 1, upcoming, self._jobs(step + 1, upcoming), self.backend,
+                              self.seed * STEP_SEED_STRIDE + step + 1)
+        pool_metrics = self.pool.metrics([r.job for r in records]) if self.pool is not None else {}
         self.last_timing = _step_timing(records, sync_s, rollout_s)
-        stale = [r.job.job_id for r in records if r.weights_version != step]
-        if stale or [r.job.job_id for r in records] != [j.job_id for j in jobs]:
-            raise RuntimeError(f"rollout returned stale or missing episodes (stale: {stale[:5]})")
         self.episodes_played += len(records)
         logs = [r.log for r in records]
         self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
                                **_trajectory_metrics(records), **self.last_timing, **pool_metrics,
+                               **staleness_metrics(records, step, fetch_began_at),
                                "rollout/weight_sync_bytes": float(sync_bytes)})
         self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
         parts, start = [], 0
@@ -181,10 +196,17 @@ def mismatch_metrics(per_process: Sequence[dict[str, tuple[float, float, float]]
 
 
 def rollout_correction(rollout: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor, clip: float) -> torch.Tensor:
-    """Per episode: ``min(clip, exp(sum over model tokens of trainer - rollout log-prob))``, the truncated
-    importance weight of the trajectory the rollout engine sampled under the trainer's policy."""
-    log_ratio = ((trainer.double() - rollout.double()) * mask).sum(-1)
+    """Per token: ``min(clip, exp(trainer - rollout log-prob))`` on model tokens, 1 elsewhere: the truncated
+    importance weight of each token the rollout engine (or older weights) sampled, under the trainer's policy
+    (verl's token-level truncated IS)."""
+    log_ratio = torch.nan_to_num((trainer.double() - rollout.double()) * mask, nan=0.0)
     return torch.exp(log_ratio).clamp(max=clip).detach()
+
+
+def correction_sums(weights: torch.Tensor, mask: torch.Tensor, clip: float) -> tuple[float, float, float]:
+    """The sum of the per-token weights over model tokens, how many of them were clipped, and the token count."""
+    m = mask.bool()
+    return float(weights[m].sum()), float((weights[m] >= clip).sum()), float(m.sum())
 
 
 class ReplicaLabGRPOTrainer(GRPOTrainer):
@@ -196,6 +218,9 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     rollout_correction_clip: Optional[float] = None
     #: ``grpo.advantage: role_baseline``: the running baseline per role (None: GRPO's group advantage).
     role_baseline: Optional[RoleBaseline] = None
+
+    #: ``rollout.max_staleness``: the batches may come from older weights (no mismatch warning then).
+    max_staleness: int = 0
 
     #: Sequences per forward pass when re-scoring without gradients (``grpo.rescore_batch_size``; None: TRL's
     #: per-process micro-batch).
@@ -225,19 +250,22 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
                     self.model, ids, attention, output["completion_ids"].size(1))
         sums = mismatch_sums(rollout, trainer, mask, [row["role"] for row in inputs])
         clip, weights = self.rollout_correction_clip, None
-        if clip is not None:
+        if clip is not None:  # per-token advantages (B, T): TRL's loss multiplies each token's term by its own
             ratio = rollout_correction(rollout, trainer, mask, clip)
-            output["advantages"] = output["advantages"] * ratio.to(output["advantages"].dtype)
-            weights = (float(ratio.sum()), float((ratio >= clip).sum()), float(ratio.numel()))
+            advantages = output["advantages"]
+            advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+            output["advantages"] = advantages * ratio.to(advantages.dtype)
+            weights = correction_sums(ratio, mask, clip)
         per_process = gather_to_main((sums, weights))  # each learner process scored its own share of the batch
         if per_process is None:
             return output
         metrics = mismatch_metrics([part_sums for part_sums, _ in per_process])
         if clip is not None:
             total, clipped, n = (sum(part[i] for _, part in per_process) for i in range(3))
-            metrics.update({"rollout_correction/mean": total / n, "rollout_correction/clipped": clipped / n})
+            metrics.update({"rollout_correction/mean": total / max(n, 1.0),
+                            "rollout_correction/clipped": clipped / max(n, 1.0)})
         worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
-        if worst > MISMATCH_WARN_NATS:
+        if worst > MISMATCH_WARN_NATS and not self.max_staleness:  # older weights differ by design
             logger.warning("rollout and trainer log-probs differ by %.3g nats per token (threshold %g): %s",
                            worst, MISMATCH_WARN_NATS, metrics)
         if self.metric_sink is not None:
@@ -375,11 +403,13 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
         rollout_func=rollouts,
         peft_config=lora_peft_config(lora),
         callbacks=[NonFiniteGradGuard(logger.log), LoggerCallback(logger, rollouts), validation,
-                   *([role_baseline] if role_baseline is not None else []), *extra_callbacks],
+                   *([role_baseline] if role_baseline is not None else []), *extra_callbacks,
+                   *([SaveAheadCallback(rollouts)] if rollouts.ahead is not None else [])],
     )
     validation.trainer = trainer
     trainer.metric_sink = logger.log
     trainer.rollout_correction_clip = rollout_correction_clip
     trainer.rescore_batch_size = rescore_batch_size
+    trainer.max_staleness = rollouts.max_staleness
     trainer.role_baseline = role_baseline
     return trainer

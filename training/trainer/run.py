@@ -134,6 +134,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
             trainer.add_callback(StopCallback(stop))
             if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not
                 trainer.rollout_func.episodes_played = int(manifest.get("step", 0)) * cfg.grpo.episodes_per_step
+                if trainer.rollout_func.ahead is not None:  # the batch played ahead, as it was (rollout.max_staleness)
+                    trainer.rollout_func.ahead.load(Path(checkpoint))
                 if trainer.rollout_func.pool is not None:  # the opponents' snapshots as they were
                     trainer.rollout_func.pool.load(Path(checkpoint))
                     trainer.rollout_func.resume(int(manifest.get("step", 0)))

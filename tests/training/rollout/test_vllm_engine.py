@@ -41,7 +41,7 @@ def test_a_missing_or_vllm_less_environment_is_one_line(tmp_path: Path):
     assert "\n" not in str(err.value)
 
 
-def test_the_rollout_correction_reweights_by_the_truncated_sequence_ratio():
+def test_the_rollout_correction_reweights_by_the_truncated_token_ratio():
     import torch
 
     from training.trainer.grpo import mismatch_metrics, mismatch_sums, rollout_correction
@@ -50,8 +50,10 @@ def test_the_rollout_correction_reweights_by_the_truncated_sequence_ratio():
     rollout = torch.tensor([[-1.0, -2.0, -0.5], [-1.2, -1.1, -9.0], [-0.1, -0.1, -0.2]])
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1]])  # the last token of row 2 is the environment's
     ratio = rollout_correction(rollout, trainer, mask, clip=2.0)
-    assert ratio.tolist() == pytest.approx([1.0, float(np.exp(0.3)), float(np.exp(-2.9))])
-    assert rollout_correction(rollout, trainer + 2.0, mask, clip=2.0).tolist() == [2.0, 2.0, 2.0]  # truncated
+    want = [[1.0, 1.0, 1.0], [float(np.exp(0.2)), float(np.exp(0.1)), 1.0], [float(np.exp(-2.9)), 1.0, 1.0]]
+    assert ratio.tolist() == [pytest.approx(row) for row in want]
+    truncated = rollout_correction(rollout, trainer + 2.0, mask, clip=2.0).tolist()
+    assert truncated == [[2.0, 2.0, 2.0], [2.0, 2.0, 1.0], [pytest.approx(np.exp(-0.9)), 2.0, 2.0]]  # env tokens: 1
     roles = ["scientist", "scientist", "lab_manager"]
     per_process = [mismatch_sums(rollout[:2], trainer[:2], mask[:2], roles[:2]),
                    mismatch_sums(rollout[2:], trainer[2:], mask[2:], roles[2:])]
