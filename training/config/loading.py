@@ -7,8 +7,9 @@ resolved config next to a run, and loading that file back gives an equal config.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import Any, Optional, Sequence, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -28,21 +29,50 @@ class ConfigError(UserInputError, ValueError):
     """A config file or override that cannot be applied (unknown key, malformed override, not a mapping)."""
 
 
-def _merge(base: dict[str, Any], update: dict[str, Any], where: str, source: str) -> None:
-    """Deep-merge ``update`` into ``base`` in place; a key unknown to ``base`` fails."""
+def _merge(base: dict[str, Any], update: dict[str, Any], where: str, source: str,
+           defaults: Optional[dict[str, Any]]) -> None:
+    """Deep-merge ``update`` into ``base`` in place.  ``defaults`` is the level's default dump: a nested config
+    section merges key by key (an unknown key fails); a free-form mapping (its default is empty, e.g.
+    ``seats.pools``) takes any key, and a value given for it whole replaces it."""
     for key, value in update.items():
+        _set(base, key, value, where, source, defaults)
+
+
+def _set(base: dict[str, Any], key: str, value: Any, where: str, source: str,
+         defaults: Optional[dict[str, Any]]) -> None:
+    _check_key(base, key, where, source, defaults)
+    path = f"{where}.{key}" if where else str(key)
+    section = defaults.get(key) if defaults is not None else None
+    if isinstance(section, dict) and section and isinstance(value, dict) and isinstance(base[key], dict):
+        _merge(base[key], value, path, source, section)  # a nested config section (its dump is never empty)
+    else:
+        base[key] = value
+
+
+def _override(data: dict[str, Any], defaults: dict[str, Any], text: str) -> None:
+    """Apply one ``a.b.c=value`` override: walk the dotted key (each level must know the key, unless it is a
+    free-form mapping), then set the last key as ``_set`` does: a section merges, anything else is replaced."""
+    parts, value = _parse_override(text)
+    source = f"override {text!r}"
+    base, level, where = data, defaults, ""
+    for part in parts[:-1]:
+        _check_key(base, part, where, source, level)
+        if not isinstance(base.get(part), dict):
+            base[part] = {}  # a key inside a free-form mapping, or a value the validation then refuses
+        section = level.get(part) if level is not None else None
+        level = section if isinstance(section, dict) and section else None
+        base, where = base[part], f"{where}.{part}" if where else part
+    _set(base, parts[-1], value, where, source, level)
+
+
+def _check_key(base: dict[str, Any], key: str, where: str, source: str, defaults: Optional[dict[str, Any]]) -> None:
+    if defaults is not None and key not in base:
+        level = f"under '{where}'" if where else "at the top level"
         path = f"{where}.{key}" if where else str(key)
-        if key not in base:
-            level = f"under '{where}'" if where else "at the top level"
-            raise ConfigError(f"unknown key '{path}' in {source}; valid keys {level}: {', '.join(base)}")
-        if isinstance(base[key], dict) and base[key] and isinstance(value, dict):
-            # a nested config section (its dump is never empty); an empty default is a free-form mapping
-            _merge(base[key], value, path, source)
-        else:
-            base[key] = value
+        raise ConfigError(f"unknown key '{path}' in {source}; valid keys {level}: {', '.join(base)}")
 
 
-def _parse_override(text: str) -> dict[str, Any]:
+def _parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(p.strip() for p in parts):
@@ -54,22 +84,21 @@ def _parse_override(text: str) -> dict[str, Any]:
         raise ConfigError(f"override of '{key.strip()}': its value {raw!r} is not valid YAML ({problem}); write "
                           "a number, a word, a list [a, b] or a quoted string, e.g. 'data.templates=[cell_biology]'"
                           ) from None
-    for part in reversed(parts):
-        value = {part.strip(): value}
-    return value
+    return [p.strip() for p in parts], value
 
 
 def load_config(cls: type[ConfigT], path: str | Path | None, overrides: Sequence[str] = ()) -> ConfigT:
     """Defaults of ``cls``, deep-merged with the YAML mapping at ``path`` (None or an empty file: no
     change), then with each ``a.b.c=value`` override (value parsed as YAML), validated."""
-    data = cls.model_construct().model_dump(mode="python")  # defaults, not yet validated
+    defaults = cls.model_construct().model_dump(mode="python")  # not yet validated
+    data = copy.deepcopy(defaults)
     if path is not None:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: a config file must hold a mapping of keys, got {type(loaded).__name__}")
-        _merge(data, loaded or {}, "", str(path))
+        _merge(data, loaded or {}, "", str(path), defaults)
     for text in overrides:
-        _merge(data, _parse_override(text), "", f"override {text!r}")
+        _override(data, defaults, text)
     return cls.model_validate(data)
 
 

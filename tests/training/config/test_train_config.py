@@ -152,6 +152,26 @@ def test_unknown_key_in_override_names_key_and_valid_keys() -> None:
         load_train_config(None, ["nope=1"])
 
 
+def test_an_override_replaces_a_free_form_mapping_given_whole_and_reaches_into_it_by_key() -> None:
+    selfplay = "configs/train/selfplay.yaml"  # pools for both seats
+    assert set(load_train_config(selfplay).seats.pools) == {"scientist", "lab_manager"}
+    assert load_train_config(selfplay, ["seats.pools={}"]).seats.pools == {}
+    one = load_train_config(selfplay, ['seats.pools={"lab_manager": [{"seat": "policy", "weight": 1}]}'])
+    assert list(one.seats.pools) == ["lab_manager"] and [m.seat for m in one.seats.pools["lab_manager"]] == ["policy"]
+    keyed = load_train_config(selfplay, ['seats.pools.scientist=[{"seat": "scripted:naive", "weight": 1}]'])
+    assert [m.seat for m in keyed.seats.pools["scientist"]] == ["scripted:naive"]
+    assert keyed.seats.pools["lab_manager"] == load_train_config(selfplay).seats.pools["lab_manager"]
+    fresh = load_train_config(None, ["seats.lab_manager=policy", 'seats.pools.lab_manager=[{"seat": "policy", "weight": 1}]'])
+    assert list(fresh.seats.pools) == ["lab_manager"]
+    # a config section given whole still merges key by key, and its unknown keys still fail
+    merged = load_train_config(selfplay, ['grpo={"beta": 0.1}'])
+    assert merged.grpo.beta == 0.1 and merged.grpo.max_steps == load_train_config(selfplay).grpo.max_steps
+    with pytest.raises(ConfigError, match=r"grpo\.bta"):
+        load_train_config(selfplay, ['grpo={"bta": 0.1}'])
+    with pytest.raises(ConfigError, match=r"seats\.nope"):
+        load_train_config(selfplay, ["seats.nope.x=1"])
+
+
 @pytest.mark.parametrize("bad", ["grpo.beta", "=3", "grpo..beta=1", ".beta=1"])
 def test_malformed_override_fails_clearly(bad: str) -> None:
     with pytest.raises(ConfigError, match="malformed override"):
