@@ -4,7 +4,9 @@
 Weights reach the workers over a collective (``pool.weight_sync="collective"``, ``CollectiveSync``: the
 model's dtype, in buckets, the driver as rank 0 of a group with every worker) or through the object store (put
 once per version as float32 numpy arrays, every worker loads them; the fallback, and what a replacement worker
-and a failed collective transfer get); ``collect`` splits the jobs into contiguous shards (one per worker), runs them concurrently and gathers the records by ``job_id``.
+and a failed collective transfer get); ``collect`` splits the jobs into contiguous shards (one per worker), runs them concurrently and gathers the records by ``job_id``;
+``submit`` starts one and returns at once, ``fetch`` gathers it (what lets rollouts run a step ahead of
+the learner).
 A Ray session the backend starts itself is shut down by ``close`` (``training.cluster.ray_session``; the
 training driver calls it in a ``finally``, on signals too).
 """
@@ -60,6 +62,19 @@ class RayPool:
     sync_timeout_s: float = 120.0
 
 
+@dataclass
+class PendingCollect:
+    """A collect ``RayBackend.submit`` started: its jobs, shards and shard seeds, the workers' result refs (slot by
+    ref), the weights version it plays, and its records once finished."""
+
+    jobs: list[EpisodeJob]
+    shards: list[list[EpisodeJob]]
+    seeds: list[Optional[int]]
+    refs: dict[Any, int]
+    version: int
+    records: Optional[list[RolloutRecord]] = None
+
+
 class RayBackend:
     """A pool of ``pool.num_workers`` Ray ``RolloutWorker`` actors playing ``spec`` with weight broadcast and
     fault recovery.  ``restarts`` counts workers replaced so far (over all collects)."""
@@ -79,6 +94,7 @@ class RayBackend:
         self.sync = (CollectiveSync(bucket_mib=pool.sync_bucket_mib, timeout_s=pool.sync_timeout_s)
                      if pool.weight_sync == "collective" else None)
         self._snapshot_refs: dict[str, Any] = {}  # the frozen snapshots in the object store, by name
+        self._pending: Optional[PendingCollect] = None  # a submitted collect not finished yet
         num_gpus = pool.num_gpus_per_worker
         try:
             if pool.plan_for is not None:  # planned (and refused, if it cannot work) before any model loads
@@ -176,11 +192,12 @@ class RayBackend:
 
     # -- interface -------------------------------------------------------------------------------
     def set_weights(self, state: Mapping[str, Any], version: int) -> None:
-        """Every worker loads ``state`` (tensors or numpy arrays) and tags later records ``version``: over the
+        """(After finishing a pending ``submit``.) Every worker loads ``state`` (tensors or numpy arrays) and tags later records ``version``: over the
         weight-sync group, else through the object store (put once).  A worker found dead (idle since the last
         call, or dying while it loads) is replaced; its replacement loads these weights (object store) before
         anything else; a worker whose collective receive failed gets them through the object store too.
         ``state`` must stay unchanged until the next ``set_weights`` (replacements read it)."""
+        self._settle()
         self._state, self._state_ref, self.version = dict(state), None, version
         during = f"while loading weights version {version}"
         by_store = list(range(self.num_workers))
@@ -247,6 +264,7 @@ class RayBackend:
         replacement worker loads them after the weights."""
         import ray
 
+        self._settle()
         self._snapshot_refs = {name: self._snapshot_refs.get(name) or ray.put(dict(state))
                                for name, state in snapshots.items()}
         names = sorted(self._snapshot_refs)
@@ -284,18 +302,41 @@ class RayBackend:
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs`` on the pool; one record per job, in job order, each job exactly once."""
-        import ray
+        return self.fetch(self.submit(jobs, sampling_seed=sampling_seed))
 
+    def submit(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> "PendingCollect":
+        """Start playing ``jobs`` on the pool and return at once; ``fetch`` waits for the records.  While it is
+        pending, any other call (``set_weights``, ``set_snapshots``, ``collect``, ``submit``) first finishes it and
+        keeps its records for ``fetch``: a pending collect always plays the weights it was submitted with."""
+        self._settle()
         check_unique_job_ids(jobs)
         shards = shard_jobs(jobs, self.num_workers) if jobs else []
         seeds = [shard_seed(sampling_seed, slot) for slot in range(len(shards))]
-        pending = {self.workers[slot].collect.remote(shard, seeds[slot]): slot
-                   for slot, shard in enumerate(shards)}
+        refs = {self.workers[slot].collect.remote(shard, seeds[slot]): slot for slot, shard in enumerate(shards)}
+        self._pending = PendingCollect(list(jobs), shards, seeds, refs, self.version)
+        return self._pending
+
+    def fetch(self, pending: "PendingCollect") -> list[RolloutRecord]:
+        """The records of a ``submit`` (waiting for them, re-running the shards of workers that die)."""
+        if pending.records is None:
+            self._finish(pending)
+        return pending.records
+
+    def _settle(self) -> None:
+        if getattr(self, "_pending", None) is not None:
+            self._finish(self._pending)
+
+    def _finish(self, pending: "PendingCollect") -> None:
+        import ray
+
+        if self._pending is pending:
+            self._pending = None
+        shards, seeds, refs = pending.shards, pending.seeds, pending.refs
         records: dict[int, RolloutRecord] = {}
         failures = 0
-        while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            slot = pending.pop(ref)
+        while refs:
+            (ref,), _ = ray.wait(list(refs), num_returns=1)
+            slot = refs.pop(ref)
             try:
                 shard_records = ray.get(ref)
             except _worker_failures() as error:
@@ -306,10 +347,10 @@ class RayBackend:
                 if failures > self.max_restarts:
                     raise self._give_up(failures, error, "in one collect") from error
                 logger.warning("re-running %d episodes (jobs %s) on %s", len(ids), ids, self.names[slot])
-                pending[self.workers[slot].collect.remote(shards[slot], seeds[slot])] = slot
+                refs[self.workers[slot].collect.remote(shards[slot], seeds[slot])] = slot
                 continue
             self._absorb(shards[slot], shard_records, records)
-        return check_complete(jobs, records)
+        pending.records = check_complete(pending.jobs, records)
 
     def _absorb(self, shard: Sequence[EpisodeJob], got: Sequence[RolloutRecord],
                 records: dict[int, RolloutRecord]) -> None:
@@ -338,7 +379,7 @@ class RayBackend:
                 ray.kill(worker, no_restart=True)
             except Exception:  # already gone
                 pass
-        self.workers = []
+        self.workers, self._pending = [], None
         self._state, self._state_ref = None, None
         if self.sync is not None:
             self.sync.drop_group()
