@@ -64,6 +64,10 @@ class VLLMConfig(BaseModel):
     enforce_eager: bool = Field(default=False, description=(
         "Run without CUDA graphs (slower decoding, faster start); always eager on CPU."))
     max_num_seqs: int = Field(default=256, ge=1, description="Sequences an engine decodes at once.")
+    sleep_between_steps: bool = Field(default=False, description=(
+        "One GPU for learner and engine: after each collect the policy's engine sleeps (vLLM's sleep level 1: "
+        "weights offloaded to CPU, KV cache freed) while the learner trains, and wakes for the next weight load or "
+        "generation. CUDA only (ignored on CPU); needs rollout.max_staleness=0."))
 
 
 class ArchitectureConfig(BaseModel):
