@@ -3,6 +3,8 @@
 Runs a short training with the given config (default: the default config, a few steps) in a scratch
 directory and prints the mean per-step breakdown: weight sync, generation, environment (env, parsing
 and Ray overhead) and optimizer (TRL's loss, backward and step), with each as a share of the step.
+``--staleness 0 1`` runs it once per ``rollout.max_staleness`` in the same invocation and compares the step
+times (at 1 the rollouts of the next step play while the learner trains: the step approaches max(play, learn)).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = DEF
         run_train(cfg)
         rows = [json.loads(line) for line in (Path(tmp) / cfg.run_name / "metrics.jsonl").read_text().splitlines()]
     # the first step pays for warm-up (worker start, first forward): report the rest when there is a rest
-    per_part = {p: [r[p] for r in rows if p in r] for p in (*PARTS, "time/step_s")}
+    per_part = {p: [r[p] for r in rows if p in r] for p in (*PARTS, "time/step_s", "time/play_s")}
     return {p: statistics.fmean(v[1:] if len(v) > 1 else v) for p, v in per_part.items() if v}
 
 
@@ -48,14 +50,34 @@ def print_bench_train(result: dict[str, float], config: str = DEFAULT_CONFIG, st
     print(f"  weight sync is {100 * share:.1f}% of the step (target <= {100 * WEIGHT_SYNC_TARGET:.0f}%)")
 
 
+def print_staleness(results: dict[int, dict[str, float]]) -> None:
+    """Step time per ``rollout.max_staleness``, each beside the first one's (same run, same machine)."""
+    base_staleness, base = next(iter(results.items()))
+    print(f"step time by rollout.max_staleness (mean per step after the first; baseline {base_staleness}):")
+    for staleness, result in results.items():
+        step, play = result.get("time/step_s", 0.0), result.get("time/play_s", 0.0)
+        print(f"  staleness {staleness}: step {step:8.3f} s  play {play:8.3f} s  "
+              f"{base.get('time/step_s', 0.0) / max(step, 1e-9):5.2f}x the baseline's speed")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="the train config to time (default %(default)s)")
     parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
                         help="training steps to run (default %(default)s)")
+    parser.add_argument("--staleness", type=int, nargs="+", choices=(0, 1), default=None,
+                        help="time each rollout.max_staleness in turn, e.g. --staleness 0 1 (needs rollout.backend=ray)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="TrainConfig overrides, e.g. rollout.num_workers=1")
 
 
 def run(args: argparse.Namespace) -> int:
-    print_bench_train(run_bench_train(args.config, args.overrides, steps=args.steps), args.config, args.steps)
+    if not args.staleness:
+        print_bench_train(run_bench_train(args.config, args.overrides, steps=args.steps), args.config, args.steps)
+        return 0
+    results = {}
+    for staleness in args.staleness:
+        results[staleness] = run_bench_train(args.config, [*args.overrides, f"rollout.max_staleness={staleness}"],
+                                             steps=args.steps)
+        print_bench_train(results[staleness], f"{args.config} rollout.max_staleness={staleness}", args.steps)
+    print_staleness(results)
     return 0

@@ -440,6 +440,9 @@ class TrainConfig(BaseModel):
         if self.lora.enabled and self.learner.sharded:
             raise ValueError(f"lora.enabled=true with learner.sharding={self.learner.sharding} is not supported (the "
                              "adapter is merged and shipped from an unsharded model); LoRA runs use learner.sharding=none")
+        if self.rollout.max_staleness and self.rollout.vllm.sleep_between_steps:
+            raise ValueError("rollout.vllm.sleep_between_steps needs rollout.max_staleness=0 (an engine playing ahead "
+                             "is awake while the learner trains)")
         if self.rollout.max_staleness and self.grpo.num_iterations > 1:
             raise ValueError("rollout.max_staleness>0 needs grpo.num_iterations=1 (a batch played ahead is trained on "
                              "once)")

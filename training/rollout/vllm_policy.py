@@ -11,6 +11,10 @@ distribution the tokens were drawn from, which the trainer's mismatch metric com
 Each request has its own seed (``sampling.seed * REQUEST_SEED_STRIDE + row``), so a batch is
 reproducible whatever vLLM schedules together.
 
+One GPU for learner and engine (``rollout.vllm.sleep_between_steps``, on cuda): the engine is built with sleep mode,
+``sleep`` after each collect offloads its weights to CPU and frees its KV cache (vLLM's sleep level 1) while the
+learner trains, and the next use (a weight load or a generation) wakes it first.
+
 vLLM is imported here only: the module lives in the rollout workers' vLLM environment
 (``launch/setup_vllm.sh``), never in the learner's.
 """
@@ -57,6 +61,7 @@ class VLLMPolicyModel(PolicyModel):
         self.seed = seed  # the engine's own seed; each request is seeded from its SamplingConfig
         self.name_or_path = name_or_path
         self.vllm = vllm or VLLMConfig()
+        self.asleep = False
         model_config = AutoConfig.from_pretrained(name_or_path)
         self._set_up_generation(AutoTokenizer.from_pretrained(name_or_path),
                                 checkpoint_generation_config(name_or_path, model_config), model_config,
@@ -78,7 +83,25 @@ class VLLMPolicyModel(PolicyModel):
                    max_model_len=self.max_positions, enable_prefix_caching=True,
                    logprobs_mode="processed_logprobs", enforce_eager=self.vllm.enforce_eager or on_cpu,
                    gpu_memory_utilization=self.vllm.gpu_memory_utilization, max_num_seqs=self.vllm.max_num_seqs,
-                   seed=self.seed, **whole_prompts)
+                   seed=self.seed, enable_sleep_mode=self.sleeps, **whole_prompts)
+
+    @property
+    def sleeps(self) -> bool:
+        """Whether the engine sleeps between collects (``rollout.vllm.sleep_between_steps``; CUDA only)."""
+        return self.vllm.sleep_between_steps and self.device.type == "cuda"
+
+    def sleep(self) -> None:
+        """Between collects, when the engine sleeps: weights to CPU, KV cache freed (vLLM's sleep level 1)."""
+        if self.sleeps and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake(self) -> None:
+        """Weights and KV cache back on the GPU (before any use of a sleeping engine); the prefix cache starts empty."""
+        if self.asleep:
+            self.llm.wake_up()
+            self.llm.reset_prefix_cache()
+            self.asleep = False
 
     def request_params(self, sampling: SamplingConfig, n: int) -> list[Any]:
         """One ``SamplingParams`` per request of a batch of ``n`` (greedy when ``do_sample`` is off)."""
@@ -99,6 +122,7 @@ class VLLMPolicyModel(PolicyModel):
         if not prompts:
             return []
         truncated = truncated or [False] * len(prompts)
+        self.wake()
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.llm.generate(requests, self.request_params(sampling, len(prompts)), use_tqdm=False)
         records = []
@@ -114,6 +138,7 @@ class VLLMPolicyModel(PolicyModel):
         if LORA_CONFIG_KEY in state:
             raise ValueError("a LoRA adapter payload reached the vLLM engine; LoRA runs use rollout.engine=hf")
         weights = [(k, v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))) for k, v in state.items()]
+        self.wake()
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
         self._loaded(version)
@@ -126,6 +151,7 @@ class VLLMPolicyModel(PolicyModel):
         if LORA_CONFIG_KEY in extras:
             raise ValueError("a LoRA adapter payload reached the vLLM engine; LoRA runs use rollout.engine=hf")
         stream = ((name, tensor.clone()) for name, tensor in tensors)
+        self.wake()
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream})
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
         self._loaded(version)

@@ -128,6 +128,8 @@ class RolloutWorkerImpl:
 
         records = play_shard(self.policy, jobs, self.spec, seed=seed, frozen={**self.frozen, **self.snapshots},
                              weights_version=self.policy.weights_version, worker=self.name)
+        if hasattr(self.policy, "sleep"):  # a vLLM engine sharing the learner's GPU gives it back until the next use
+            self.policy.sleep()
         if self._crash_next:
             os._exit(INJECTED_CRASH_EXIT_CODE)  # the episodes were played, then lost with the process
         return records

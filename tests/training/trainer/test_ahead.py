@@ -72,6 +72,7 @@ def test_staleness_config_is_checked_in_one_line():
     for overrides, message in [
         (["rollout.backend=inprocess", "rollout.max_staleness=1"], "needs rollout.backend=ray|set rollout.backend=ray"),
         (["rollout.max_staleness=1", "grpo.num_iterations=2"], "needs grpo.num_iterations=1"),
+        (["rollout.max_staleness=1", "rollout.vllm.sleep_between_steps=true"], "sleep_between_steps needs rollout"),
         (["rollout.max_staleness=2"], "less than or equal to 1"),
         (["rollout.max_staleness=-1"], "greater than or equal to 0"),
     ]:
