@@ -65,6 +65,17 @@ def save_user_tokenizer(source: str, final: Path, *, chat_template: Optional[str
     return changes
 
 
+def _tied_as_one(state: dict[str, Any], model: Any) -> dict[str, Any]:
+    """``state`` with every name of one tied parameter (input and output embeddings) holding the same tensor: the
+    gathered copies are separate, and ``save_pretrained`` drops a tied duplicate only when it shares storage."""
+    first: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in first and name in state and first[id(param)] in state:
+            state[name] = state[first[id(param)]]
+        first.setdefault(id(param), name)
+    return state
+
+
 def save_final(trainer: Any, source: str, final: Path, *, chat_template: Optional[str] = None) -> None:
     """``final/``: the trained weights as a full model (LoRA merged, the adapter under ``final/adapter``)
     and the user's tokenizer (``save_user_tokenizer``).  Every learner process calls it; the main one
@@ -82,7 +93,8 @@ def save_final(trainer: Any, source: str, final: Path, *, chat_template: Optiona
         # Trainer.save_model a no-op); the main one writes them as a plain model
         state = trainer.accelerator.get_state_dict(trainer.model)
         if main:
-            trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(final), state_dict=state)
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            model.save_pretrained(str(final), state_dict=_tied_as_one(state, model))
     else:  # every learner process (the gather is collective under ZeRO-3); the main one writes
         trainer.save_model(str(final))
     if not main:

@@ -1,8 +1,9 @@
-"""A sharded learner on CPU: two gloo processes under torchrun train the tiny model through the real trainer
-with ``learner.sharding=fsdp`` (FSDP2), in each checkpoint format (``learner.fsdp_checkpoint``: sharded, full);
-every checkpoint verifies, and a run resumed from its middle checkpoint ends in exactly the uninterrupted run's
-state: final weights, model and optimizer state, step, and logs.  Also: the process group's timeout is the
-configured one.
+"""A sharded learner on CPU: two gloo processes under torchrun train a tiny model through the real trainer with
+``learner.sharding=fsdp`` (FSDP2), in each checkpoint format (``learner.fsdp_checkpoint``: sharded, full). The
+model is the coin model (``tests/coin_model.py``), whose GRPO groups differ in reward, so every step has real
+gradients to reduce-scatter. Every checkpoint verifies; a run resumed from its middle checkpoint ends in exactly
+the uninterrupted run's state (final weights, model and optimizer state, step, logs); and the FSDP run learns
+what a DDP run of the same global batch learns, bitwise.  Also: the process group's timeout is the configured one.
 
 accelerate 1.15 builds FSDP only on GPU-class devices (on CPU it builds DDP, which the run refuses: tested
 below); ``tests/fsdp_cpu_launch.py`` lifts that one gate in the test's processes, so FSDP2 itself runs here.
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from coin_model import COIN_OVERRIDES
 from resume_runs import RESUME_STEPS, TRAIN_CFG, comparable_rows, resume_overrides, weights
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,19 +47,38 @@ def _torchrun(entry: list[str], args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=WAIT_S)
 
 
+#: A run of the coin model: 4 episodes (one GRPO group) a step, 2 per process; a checkpoint every step, all kept.
+#: That no step has reward variance has probability at most 0.008 ** RESUME_STEPS (coin_model.py).
+COIN_RUN = ["grpo.groups_per_step=1", "grpo.num_generations=4", "rollout.backend=inprocess", "checkpoint.save_steps=1",
+            "checkpoint.save_total_limit=10", "validation.every_steps=0", "rollout.sampling.max_new_tokens=128",
+            *COIN_OVERRIDES, "wandb.mode=disabled", "device=cpu", f"grpo.max_steps={RESUME_STEPS}"]
+
+
+def coin_args(model: Path, out: Path, name: str) -> list[str]:
+    return ["--config", TRAIN_CFG, *COIN_RUN, f"model={model}", f"output_dir={out}", f"run_name={name}"]
+
+
+@pytest.fixture(scope="module")
+def ddp_run(policy_coin_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same run with two unsharded (DDP) learner processes."""
+    out = tmp_path_factory.mktemp("ddp")
+    done = _torchrun(["-m", "training.cli"], coin_args(policy_coin_model_dir, out, "ddp"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out / "ddp"
+
+
 #: Per checkpoint format: the layout its manifests record, and the files holding the model and optimizer.
 FORMATS = {"sharded": ("fsdp_sharded", ("pytorch_model_fsdp_0", "optimizer_0")),
            "full": ("fsdp_full", ("pytorch_model_fsdp.bin", "optimizer.bin"))}
 
 
 @pytest.fixture(scope="module", params=list(FORMATS))
-def fsdp_run(request: pytest.FixtureRequest, policy_wide_model_dir: Path,
+def fsdp_run(request: pytest.FixtureRequest, policy_coin_model_dir: Path,
              tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """An uninterrupted ``RESUME_STEPS``-step FSDP run of two processes (a checkpoint after every step) in one
     checkpoint format, and its overrides."""
     out = tmp_path_factory.mktemp(f"fsdp-{request.param}")
-    args = ["--config", TRAIN_CFG, *resume_overrides(policy_wide_model_dir, out, "fsdp"), *FSDP,
-            f"learner.fsdp_checkpoint={request.param}"]
+    args = [*coin_args(policy_coin_model_dir, out, "fsdp"), *FSDP, f"learner.fsdp_checkpoint={request.param}"]
     done = _torchrun([LAUNCH], args)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "learner_processes 2" in done.stdout
@@ -95,7 +116,7 @@ def _assert_same_tree(a, b, where: str = "") -> None:
 
 
 def test_fsdp_checkpoints_have_the_formats_layout_and_verify(fsdp_run: tuple[Path, list[str]],
-                                                             policy_wide_model_dir: Path):
+                                                             policy_coin_model_dir: Path):
     from training.trainer.checkpoints import checkpoint_step, checkpoints, read_manifest, verify_checkpoint
 
     run, args = fsdp_run
@@ -113,12 +134,21 @@ def test_fsdp_checkpoints_have_the_formats_layout_and_verify(fsdp_run: tuple[Pat
                 assert {f"{folder}/.metadata", f"{folder}/__0_0.distcp", f"{folder}/__1_0.distcp"} <= files
         else:
             assert set(parts) <= files
-    # final/ is a whole model, loadable without FSDP: every weight of the start, and training moved them
+    # final/ is a whole model, written as from_pretrained reads it (the tied output head once, not twice), and
+    # training moved every weight
     import torch
     from safetensors.torch import load_file
 
-    final, start = weights(run), load_file(str(policy_wide_model_dir / "model.safetensors"))
-    assert set(start) <= set(final) and any(not torch.equal(start[k], final[k]) for k in start)
+    final, start = weights(run), load_file(str(policy_coin_model_dir / "model.safetensors"))
+    assert set(start) == set(final) and all(not torch.equal(start[k], final[k]) for k in start)
+
+
+def test_fsdp_learns_what_ddp_learns(fsdp_run: tuple[Path, list[str]], ddp_run: Path):
+    """Sharded or replicated, two processes with the same global batch end with bitwise the same weights, play
+    the same episodes and log the same metrics."""
+    from test_distributed import assert_same_learning
+
+    assert_same_learning(fsdp_run[0], ddp_run)
 
 
 def test_fsdp_resume_ends_in_the_uninterrupted_state(fsdp_run: tuple[Path, list[str]], tmp_path: Path):
