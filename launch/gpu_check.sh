@@ -3,10 +3,13 @@
 # (configs/model/gpu.yaml) and check it in both seats on held-out seeds, train it with GRPO
 # (configs/train/gpu-embedded.yaml), then evaluate the trained model against its warm start and the
 # scripted Scientists (configs/eval/gpu-embedded.yaml).  Logs and reports are copied to LOG_DIR.
-#   bash launch/gpu_check.sh [build|train|engines|all] [LOG_DIR] [TRAIN KEY=VALUE ...]
+#   bash launch/gpu_check.sh [build|train|engines|figures|all] [LOG_DIR] [TRAIN KEY=VALUE ...]
 # engines: sets up the vLLM environment (launch/setup_vllm.sh) if missing, compares the rollout engines on
 # the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
 # rollout.engine=vllm.
+# figures: pytest -m gpu, then bench sync, bench engines and bench train at rollout.max_staleness 0 and 1 (the
+# built model when there is one, else the embedded default), written with the card's name to
+# $OUT/gpu_figures.md (OUT unset: LOG_DIR/gpu_figures.md).
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,4 +43,19 @@ if [[ "$STAGE" == engines || "$STAGE" == all ]]; then
   "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" rollout.engine=vllm \
     run_name=gpu-embedded-vllm "$@" 2>&1 | tee "$LOGS/train_vllm.log"
   cp runs/gpu-embedded-vllm/metrics.jsonl "$LOGS/metrics_vllm.jsonl"
+fi
+if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
+  [ -x .venv-vllm/bin/python ] || bash launch/setup_vllm.sh 2>&1 | tee "$LOGS/setup_vllm.log"
+  FIGURES="${OUT:-$LOGS}/gpu_figures.md"
+  MODEL=(); [ -d "$MODEL_DIR" ] && MODEL=(--model "$MODEL_DIR")
+  TRAIN_MODEL=(); [ -d "$MODEL_DIR" ] && TRAIN_MODEL=("model=$MODEL_DIR")
+  { echo "# GPU figures, $(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+    for step in "-m pytest -q -m gpu tests" "-m training.cli bench sync --shape 0.5b" \
+        "-m training.cli bench engines ${MODEL[*]} --episodes 32 --workers 1" \
+        "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda ${TRAIN_MODEL[*]}"; do
+      echo; echo "## python $step"; echo '```'
+      # shellcheck disable=SC2086  # each step is a list of words
+      "$PY" $step 2>&1 | grep -v -e Warning -e warnings.warn | tail -25 || true
+      echo '```'
+    done; } | tee "$FIGURES"
 fi
