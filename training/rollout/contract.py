@@ -6,7 +6,7 @@ a Ray worker receives a copy of it when it starts, and nothing else keeps a ``Sa
 carries only what changes from step to step: the jobs and a sampling seed (and, through ``set_weights``,
 the weights and their version)::
 
-    backend.set_weights(state_numpy, version)                   # new policy weights and their version
+    backend.set_weights(state, version)                         # new policy weights (tensors or arrays), version
     backend.set_snapshots({"snapshot:8": state_at_step_8})      # frozen copies an opponent pool plays
     records = backend.collect(jobs, sampling_seed=step_seed)    # one RolloutRecord per job, in job order
     backend.close()
