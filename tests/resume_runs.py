@@ -41,6 +41,21 @@ def weights(run_dir: Path) -> dict:
     return load_file(str(run_dir / "final" / "model.safetensors"))
 
 
+def resume_cut_run(whole: Path, part_cfg, last_step: int) -> None:
+    """Copy the finished run ``whole`` to ``part_cfg.run_dir`` without its final weights and last checkpoint,
+    resume it, and check it resumed from the checkpoint before and logged what the whole run logged."""
+    import shutil
+
+    from training.trainer.run import run_train
+
+    shutil.copytree(whole, part_cfg.run_dir)
+    shutil.rmtree(part_cfg.run_dir / "final")
+    shutil.rmtree(part_cfg.run_dir / "checkpoints" / f"checkpoint-{last_step}")
+    assert run_train(part_cfg, resume=True)["resumed_from"].endswith(f"checkpoint-{last_step - 1}")
+    for name in ("metrics.jsonl", "episodes.jsonl"):
+        assert comparable_rows(part_cfg.run_dir / name) == comparable_rows(whole / name), name
+
+
 def assert_same_run(run: Path, reference: Path) -> None:
     """Same final weights (bitwise) and the same metrics and episodes, step for step, each step once."""
     import torch

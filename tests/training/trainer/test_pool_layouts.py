@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from coin_model import COIN_OVERRIDES
-from resume_runs import RESUME_TINY, comparable_rows
+from resume_runs import RESUME_TINY, resume_cut_run
 from test_distributed import DDP_WAIT_S, REPO, _env, _torchrun, assert_same_learning
 
 pytestmark = pytest.mark.slow
@@ -51,8 +51,6 @@ def test_two_learner_processes_play_the_same_opponents_and_learn_what_one_does(p
 
 
 def test_lora_snapshots_are_frozen_adapters_restored_on_resume(policy_coin_model_dir, tmp_path):
-    import shutil
-
     from safetensors.numpy import load_file
 
     from training.config.train import load_train_config
@@ -74,12 +72,7 @@ def test_lora_snapshots_are_frozen_adapters_restored_on_resume(policy_coin_model
     # a frozen copy of what step 1 played, not the weights trained after it
     assert any(not np.array_equal(first[k], second[k]) for k in first)
     part = config(tmp_path / "part")
-    shutil.copytree(whole.run_dir, part.run_dir)
-    shutil.rmtree(part.run_dir / "final")
-    shutil.rmtree(part.run_dir / "checkpoints" / "checkpoint-3")
-    assert run_train(part, resume=True)["resumed_from"].endswith("checkpoint-2")
-    for name in ("metrics.jsonl", "episodes.jsonl"):
-        assert comparable_rows(part.run_dir / name) == comparable_rows(whole.run_dir / name), name
+    resume_cut_run(whole.run_dir, part, 3)
     assert _drawn(part.run_dir) == _drawn(whole.run_dir)
 
 

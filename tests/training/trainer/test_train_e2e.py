@@ -183,7 +183,7 @@ def test_role_baseline_learns_and_resumes_exactly(policy_coin_model_dir, tmp_pat
     """``grpo.advantage=role_baseline``: the run moves the weights, every checkpoint holds the baselines, and the
     run resumed from its step-2 checkpoint (the later ones removed) ends exactly like the uninterrupted run."""
     import torch
-    from resume_runs import comparable_rows
+    from resume_runs import resume_cut_run
 
     from training.config.train import load_train_config
     from training.trainer.run import run_train
@@ -199,14 +199,9 @@ def test_role_baseline_learns_and_resumes_exactly(policy_coin_model_dir, tmp_pat
     means = state["stateful_callbacks"]["RoleBaseline"]["attributes"]["means"]
     assert set(means) == {"scientist"} and isinstance(means["scientist"], float)
     part = config(tmp_path / "part")
-    shutil.copytree(whole.run_dir, part.run_dir)
-    shutil.rmtree(part.run_dir / "final")
-    shutil.rmtree(part.run_dir / "checkpoints" / "checkpoint-3")
-    assert run_train(part, resume=True)["resumed_from"].endswith("checkpoint-2")
+    resume_cut_run(whole.run_dir, part, 3)
     resumed, after = _weights(part.run_dir / "final"), _weights(whole.run_dir / "final")
     assert all(torch.equal(resumed[k], after[k]) for k in after), "the resumed run ended with other weights"
-    for name in ("metrics.jsonl", "episodes.jsonl"):
-        assert comparable_rows(part.run_dir / name) == comparable_rows(whole.run_dir / name), name
     before = _weights(policy_coin_model_dir)
     assert any(not torch.equal(before[k], after[k]) for k in after)
 
@@ -216,7 +211,7 @@ def test_selfplay_with_an_opponent_pool_resumes_with_the_same_opponents(policy_c
     snapshots, the thrifty scripted lab): the pool is logged per step, its snapshots are saved in every checkpoint,
     and a run resumed from step 2 plays the same opponents, step for step, and ends like the uninterrupted one."""
     import torch
-    from resume_runs import comparable_rows
+    from resume_runs import resume_cut_run
 
     from training.config.train import load_train_config
     from training.trainer.run import run_train
@@ -238,11 +233,6 @@ def test_selfplay_with_an_opponent_pool_resumes_with_the_same_opponents(policy_c
     saved = json.loads((whole.run_dir / "checkpoints" / "checkpoint-2" / "opponent_snapshots" / "pool.json").read_text())
     assert saved["steps"] == [0, 1]
     part = config(tmp_path / "part")
-    shutil.copytree(whole.run_dir, part.run_dir)
-    shutil.rmtree(part.run_dir / "final")
-    shutil.rmtree(part.run_dir / "checkpoints" / "checkpoint-3")
-    assert run_train(part, resume=True)["resumed_from"].endswith("checkpoint-2")
-    for name in ("metrics.jsonl", "episodes.jsonl"):
-        assert comparable_rows(part.run_dir / name) == comparable_rows(whole.run_dir / name), name
+    resume_cut_run(whole.run_dir, part, 3)
     resumed, after = _weights(part.run_dir / "final"), _weights(whole.run_dir / "final")
     assert all(torch.equal(resumed[k], after[k]) for k in after)
