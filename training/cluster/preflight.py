@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> str:
         trainer = cfg.placement.trainer_gpus
         processes = args.learner_processes or (int(trainer) if trainer != AUTO and int(trainer) else 1)
         plan = preflight(cfg, cluster, lora=args.lora or cfg.lora.enabled, learner_processes=processes,
-                         sharded=args.sharded or sharded_learner(),
+                         sharded=args.sharded or cfg.learner.sharded or sharded_learner(),
                          param_count=int(args.param_count) if args.param_count else None, dtype_bytes=args.dtype_bytes,
                          log=False)
     finally:

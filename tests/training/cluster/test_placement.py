@@ -276,6 +276,10 @@ def test_preflight_command_prints_the_plan(qwen_dirs: dict[str, Path], capsys: p
     out = capsys.readouterr().out
     assert "7.62B parameters" in out and "learner rank 3" in out and "rollout-3" in out
     assert "node 0 GPU 7" in out
+    # learner.sharding in the config plans the same sharded learners as the flag
+    assert main(["preflight", "--config", "configs/train/gpu-7b.yaml", "--gpus", "8", "--gpu-memory-gib", "80",
+                 "learner.sharding=fsdp", f"model={qwen_dirs['7b']}"]) == 0
+    assert capsys.readouterr().out == out
     assert main(["preflight", "--config", "configs/train/gpu-7b.yaml", "--gpus", "4", f"model={qwen_dirs['7b']}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "the cluster has 4" in err
