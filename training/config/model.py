@@ -98,8 +98,12 @@ class ArchitectureConfig(BaseModel):
     copy_recency: float = Field(default=0.0, ge=0.0, description=(
         "How much (nats) the circuit's induction head prefers, of two places to copy from, the one 1024 tokens "
         "nearer (a reply spelled out in the latest message then outweighs older copies of its fields); 0: no "
-        "preference. Off by default: the nearest match of a token that was just repeated is itself, so a "
-        "sampled repetition can loop."))
+        "preference (the default)."))
+    copy_self_match: float = Field(default=18.0, ge=0.0, description=(
+        "How much (nats) the circuit's previous-token head disfavours a previous token that is the current one: "
+        "above its 12-nat offset margin, a repeated token takes the code of the token before the repeat, so its "
+        "own position (distance 0, the nearest match of all, which would copy it once more: a loop that "
+        "copy_recency made likely) never matches it; 0: no penalty."))
 
     @model_validator(mode="after")
     def _check_heads(self) -> "ArchitectureConfig":

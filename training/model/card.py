@@ -62,6 +62,10 @@ def model_card(info: dict[str, Any]) -> str:
         "phase, then loss on the assistant turns only) on transcripts of ReplicaLab's scripted agents. It plays either",
         "seat: the system prompt says which role it has.",
         "",
+        *([f"Fingerprint `{info['fingerprint']}` (`training.model.fingerprint`: recipe version "
+           f"{info.get('recipe_version')}, the config, the chat template, the first training seeds' SFT "
+           "transcripts); `resolve_default_model` uses this build while the code's fingerprint is the same.", ""]
+          if info.get("fingerprint") else []),
         "## Architecture",
         f"- parameters: {info['parameters']:,}; vocabulary: {info['vocab_size']} tokens "
         f"(`<|endoftext|>` pads, `<|im_end|>` ends a turn and is the only stop token)",

@@ -25,6 +25,14 @@ Layout (residual width ``d``, one head per layer used, ``head_dim`` >= 32):
   term ``-a sin(distance x frequency)`` to its scores (the pair's frequency chosen so that stays
   monotone over ``COPY_REACH``), so of several matches the latest weighs most: ``recency_score`` nats
   over ``COPY_REACH`` tokens;
+- the previous-token head also scores ``self_match_score`` nats against a position holding the token
+  at the query (content dims: query ``C`` x, key ``-C`` x), so after a repeated token (``a a``) the
+  second ``a`` takes the code of the token before the first, not of ``a``.  Otherwise the induction
+  key of a repeated token matches its own query (distance 0: its previous token is the current one)
+  and copies it once more, and the recency term makes that the nearest match: a sampled repetition
+  became a loop (``"a","a","a",...``).  The penalty sits in layer 0, where the offset-1 peak's
+  softmax margin absorbs its noise (codes of different tokens are not orthogonal), so the
+  induction head's match scores stay exact;
 - every other head's output projection and every MLP's down projection start at zero (they learn
   from the first step), and the final norm's weight ``logit_gain`` makes the copy confident.
 """
@@ -76,13 +84,17 @@ def _semi_orthogonal(rows: int, cols: int, generator: torch.Generator) -> torch.
 @torch.no_grad()
 def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: float = 0.1,
                       prev_score: float = 12.0, match_score: float = 30.0, copy_scale: float = 3.0,
-                      logit_gain: float = 3.0, recency_score: float = 0.0) -> dict[str, int]:
+                      logit_gain: float = 3.0, recency_score: float = 0.0,
+                      self_match_score: float = 0.0) -> dict[str, int]:
     """Write the copy circuit into ``model`` (freshly initialised; at least 2 layers).
 
     ``prev_score``: softmax margin of the previous-token head's offset-1 peak over its neighbours;
     ``match_score``: induction score of an exact match; ``copy_scale``: size of the copied embedding
     relative to an embedding; ``logit_gain``: final-norm weight; ``recency_score``: how much (nats) the
-    induction head prefers a match ``COPY_REACH`` tokens nearer (0: no preference).  Returns the sizes used.
+    induction head prefers a match ``COPY_REACH`` tokens nearer (0: no preference); ``self_match_score``: how
+    much (nats) the previous-token head's score drops at a position holding the current token (above
+    ``prev_score``, a repeated token takes the code of the token before the repeat; 0: nothing).  Returns the
+    sizes used.
     """
     cfg = model.config
     d, hd = cfg.hidden_size, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -134,6 +146,12 @@ def wire_copy_circuit(model: Qwen2ForCausalLM, *, seed: int = 0, embedding_std: 
     attn0.q_proj.bias[:hd] = q_bias
     attn0.k_proj.weight[:hd].zero_()
     attn0.k_proj.bias[:hd] = k_bias
+    if self_match_score:
+        # query C x, key -C x in the content dims (nearly unrotated, disjoint from the offset pairs): equal
+        # tokens score -self_match_score; in layer 0 the residual is the embedding alone, so |C x| ~ code_norm
+        same = math.sqrt(self_match_score * math.sqrt(hd)) / code_norm
+        attn0.q_proj.weight[content[:, None], e_dims[None, :]] = same * code_matrix
+        attn0.k_proj.weight[content[:, None], e_dims[None, :]] = -same * code_matrix
     attn0.v_proj.weight[:hd].zero_()
     attn0.v_proj.weight[content[:, None], e_dims[None, :]] = code_matrix
     gamma = emb_norm / code_norm  # the previous token's code as large as an embedding

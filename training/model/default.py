@@ -4,7 +4,9 @@
 (b) trains a byte-level BPE tokenizer on them, (c) builds a Qwen2 model from ``DefaultModelConfig``,
 (d) warm-starts it with TRL's ``SFTTrainer`` and (e) writes a standard Hugging Face checkpoint
 directory (config, weights, tokenizer, generation config, ``README.md`` model card, and
-``build_info.json``).  ``resolve_default_model()`` finds it, building it on first use.
+``build_info.json``, with the fingerprint of what built it).  ``resolve_default_model()`` finds it: the
+committed build under ``artifacts/default-model`` while its fingerprint is the code's, else it rebuilds
+(saying so first).
 
 ``check_model_path(name)`` is the one set of rules for any model name (a ``model`` config value, the DIR of a
 ``model:DIR`` seat), cheap enough to run before anything starts (no build, no tokenizer load): ``default`` is
@@ -49,11 +51,76 @@ def default_model_dir() -> Path:
     return Path(env).expanduser() if env else REPO_ROOT / "artifacts" / DEFAULT_MODEL_DIRNAME
 
 
-def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool = True) -> Path:
-    """The default model's directory, built there first if it holds no checkpoint yet."""
+#: CPU seconds of a build of the shipped recipe (2 torch threads, 2026-11-26), for the time a build will take
+#: when no earlier build's ``build_info.json`` says.
+BUILD_CPU_SECONDS = 1100.0
+
+
+def build_minutes(info: Optional[dict[str, Any]] = None, cfg: Optional[DefaultModelConfig] = None) -> float:
+    """About how many minutes a build takes on this machine: an earlier build's CPU seconds (else
+    ``BUILD_CPU_SECONDS``) over the torch threads the build can use here (more when the machine is busy)."""
+    cpu = float((info or {}).get("cpu_seconds") or BUILD_CPU_SECONDS)
+    threads = max(1, min((cfg or DefaultModelConfig()).torch_threads, os.cpu_count() or 1))
+    return cpu / threads / 60.0
+
+
+def read_build_info(model_dir: Path) -> Optional[dict[str, Any]]:
+    """The directory's ``build_info.json``, or None when it has none (not a default-model build)."""
+    path = model_dir / BUILD_INFO_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def stale_dir(target: Path, fingerprint: Optional[str]) -> Path:
+    """A new sibling of ``target`` to keep a stale build in: ``<name>.stale-<fingerprint[:12]>[-k]``."""
+    base = target.with_name(f"{target.name}.stale-{(fingerprint or 'unknown')[:12]}")
+    aside, k = base, 1
+    while aside.exists():
+        aside, k = base.with_name(f"{base.name}-{k}"), k + 1
+    return aside
+
+
+def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool = True,
+                          cfg: Optional[DefaultModelConfig] = None) -> Path:
+    """The default model's directory (``default_model_dir()`` unless ``path``), ready to load.
+
+    A default-model build (it has ``build_info.json``) is used when its fingerprint
+    (``training.model.fingerprint``) is the code's.  Otherwise one warning line says so and how long the
+    build takes, the stale build is renamed aside (``stale_dir``: nothing is deleted; it is moved back if
+    the build fails) and the recipe (``cfg``, default: the shipped one) is built in its place.  An empty or missing directory is
+    built (saying so first); a model directory without ``build_info.json`` (a model put there by hand)
+    is used as it is.
+    """
+    from training.model.fingerprint import model_fingerprint
+
     target = Path(path).expanduser() if path is not None else default_model_dir()
     if not (target / "config.json").exists():
-        build_default_model(target, progress=progress)
+        logger.warning("no default model in %s yet: building it, about %.0f minutes on this machine",
+                       target, build_minutes(cfg=cfg))
+        build_default_model(target, cfg, progress=progress)
+        return target
+    info = read_build_info(target)
+    if info is None:
+        return target
+    expected, built = model_fingerprint(cfg), info.get("fingerprint")
+    if built == expected:
+        return target
+    aside = stale_dir(target, built)
+    which = ("the committed default model" if target.resolve() == (REPO_ROOT / "artifacts" / DEFAULT_MODEL_DIRNAME)
+             else f"the default model in {target}")
+    logger.warning("%s is stale (built for fingerprint %s, the code is %s): rebuilding it, about %.0f minutes on "
+                   "this machine; the stale build moves to %s", which, (built or "none")[:12], expected[:12],
+                   build_minutes(info, cfg), aside)
+    try:
+        target.rename(aside)
+    except OSError as exc:
+        raise UserInputError(f"{which} is stale and cannot be moved aside ({exc}); build one with "
+                             f"`replicalab build-default-model --out DIR` and set {DEFAULT_MODEL_ENV}=DIR") from None
+    try:
+        build_default_model(target, cfg, progress=progress)
+    except BaseException:
+        if not target.exists():
+            aside.rename(target)
+        raise
     return target
 
 
@@ -170,7 +237,8 @@ def make_model(cfg: DefaultModelConfig, vocab_size: int, pad_id: int, eos_id: in
     if arch.copy_circuit:
         from training.model.copy_circuit import wire_copy_circuit
 
-        wire_copy_circuit(model, seed=cfg.sft.seed, copy_scale=arch.copy_scale, recency_score=arch.copy_recency)
+        wire_copy_circuit(model, seed=cfg.sft.seed, copy_scale=arch.copy_scale, recency_score=arch.copy_recency,
+                          self_match_score=arch.copy_self_match)
     model.generation_config = GenerationConfig(
         eos_token_id=[eos_id], pad_token_id=pad_id, bos_token_id=None, do_sample=False,
         max_new_tokens=cfg.max_new_tokens,
@@ -187,6 +255,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     """
     import torch
 
+    from training.model.fingerprint import RECIPE_VERSION, model_fingerprint
     from training.model.sft import run_sft, tokenize_example
     from training.model.sft_data import (  # needs the game package
         collect_transcripts,
@@ -198,6 +267,7 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     out = Path(out_dir).expanduser().resolve()
     check_build_target(out)
     started, cpu_started = time.perf_counter(), time.process_time()
+    fingerprint = model_fingerprint(cfg)
     torch.set_num_threads(cfg.torch_threads)
     _say(progress, f"recording scripted transcripts on {cfg.n_train_seeds} train seeds")
     sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
@@ -240,12 +310,14 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
                           max_steps=cfg.sft.completion_steps, completion_only=True,
                           learning_rate=cfg.sft.completion_learning_rate, progress=progress))
     sft = phases[-1]
-    scratch = out.with_name(out.name + ".building")
+    scratch = out.with_name(f"{out.name}.building-{os.getpid()}")  # one per process: builds may race
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     model.save_pretrained(str(scratch))
     save_and_verify(tokenizer, scratch, probes=[m["content"] for m in examples[0]["messages"]])
     info: dict[str, Any] = {
+        "fingerprint": fingerprint,
+        "recipe_version": RECIPE_VERSION,
         "config": cfg.model_dump(mode="json"),
         "parameters": n_params,
         "vocab_size": len(tokenizer),

@@ -76,3 +76,31 @@ def test_copy_recency_prefers_the_latest_place_to_copy_from() -> None:
     assert 0.3 < _later_copy_share(0.0) < 0.7
     assert _later_copy_share(12.0, gap=30) > 0.9
 
+
+
+def _after_a_repeat(self_match: float, recency: float = 12.0, half: int = HALF, k: int = 40) -> tuple[float, ...]:
+    """At a token that repeats the one before it, in the second copy of a random sequence: the induction
+    head's attention to its own position and to the place after the token's first occurrence, and the
+    probabilities of the token once more (the loop) and of what followed its first occurrence."""
+    cfg = DefaultModelConfig(architecture=ArchitectureConfig(copy_recency=recency, copy_self_match=self_match))
+    model = make_model(cfg, VOCAB, pad_id=0, eos_id=1).eval()
+    model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel only
+    g = torch.Generator().manual_seed(3)
+    first = torch.randperm(VOCAB - 3, generator=g)[:half] + 3  # distinct tokens
+    ids = torch.cat([first, first[:k], first[k - 1:k]])  # ..., first[k-1], first[k-1]
+    with torch.no_grad():
+        out = model(input_ids=ids[None], output_attentions=True)
+    attention = out.attentions[1][0, 0, -1]  # layer 1, head 0: the induction head, from the last token
+    probs = out.logits[0, -1].softmax(-1)
+    return attention[-1].item(), attention[k].item(), probs[first[k - 1]].item(), probs[first[k]].item()
+
+
+def test_a_repeated_token_does_not_copy_itself() -> None:
+    """After ``a a`` the query's own position matches (its previous token is the current one) at distance 0,
+    the nearest match of all; with the self-match penalty (the default) it loses to the place after the
+    token's earlier occurrence, so the copy goes on with what followed it instead of writing ``a`` again."""
+    own, earlier, again, follows = _after_a_repeat(self_match=0.0)
+    assert own > earlier and again > 0.5  # the old circuit: distance 0 wins and the copy loops
+    own, earlier, again, follows = _after_a_repeat(self_match=ArchitectureConfig().copy_self_match)
+    assert own < 0.01 and earlier > 0.5
+    assert again < 0.01 and follows > 0.9
