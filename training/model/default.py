@@ -61,7 +61,7 @@ def build_minutes(info: Optional[dict[str, Any]] = None, cfg: Optional[DefaultMo
     ``BUILD_CPU_SECONDS``) over the torch threads the build can use here (more when the machine is busy)."""
     cpu = float((info or {}).get("cpu_seconds") or BUILD_CPU_SECONDS)
     threads = max(1, min((cfg or DefaultModelConfig()).torch_threads, os.cpu_count() or 1))
-    return cpu / threads / 60.0
+    return max(1.0, cpu / threads / 60.0)
 
 
 def read_build_info(model_dir: Path) -> Optional[dict[str, Any]]:
