@@ -122,12 +122,10 @@ CASES: list[tuple[str, list[str], str]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def make_scratch(tmp: Path) -> Path:
     """Files the cases point at: malformed configs, a plain file, a user's directory, a directory with
     a config.json only, one with config and weights but no tokenizer, a minimal model directory, an earlier
     run and a damaged run."""
-    tmp = tmp_path_factory.mktemp("cli-errors")
     (tmp / "bad.yaml").write_text("grpo: [\n")
     (tmp / "list.yaml").write_text("- 1\n- 2\n")
     (tmp / "binary.yaml").write_bytes(b"\xff\xfe\x00\x81")
@@ -153,6 +151,35 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_scratch(tmp_path_factory.mktemp("cli-errors"))
+
+
+#: Cases run at once (each a subprocess that mostly waits on imports).
+PARALLEL_CASES = 4
+
+
+@pytest.fixture(scope="module")
+def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    """Every selected case of ``test_bad_input_is_one_line``, run concurrently, each in a scratch directory of
+    its own: case id -> (the finished process, the scratch listing before, after, the user's file after)."""
+    selected = [item.callspec.id for item in request.session.items
+                if item.originalname == "test_bad_input_is_one_line" and hasattr(item, "callspec")]
+    argv_of = {c[0]: c[1] for c in CASES}
+
+    def run(case: str) -> tuple:
+        tmp = make_scratch(tmp_path_factory.mktemp(f"cli-{case}"))
+        before = sorted(str(p) for p in tmp.rglob("*"))
+        proc = _run([a.format(tmp=tmp) for a in argv_of[case]], tmp)
+        return proc, before, sorted(str(p) for p in tmp.rglob("*")), (tmp / "userdir" / "thesis.tex").read_text()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(PARALLEL_CASES) as pool:
+        return dict(zip(selected, pool.map(run, selected)))
+
+
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled",
            "REPLICALAB_DEFAULT_MODEL": str(cwd / "no-default-model-here")}
@@ -162,9 +189,9 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("argv, fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line(scratch: Path, argv: list[str], fragment: str) -> None:
-    before = sorted(str(p) for p in scratch.rglob("*"))
-    proc = _run([a.format(tmp=scratch) for a in argv], scratch)
+def test_bad_input_is_one_line(outcomes: dict[str, tuple], request: pytest.FixtureRequest, argv: list[str],
+                               fragment: str) -> None:
+    proc, before, after, thesis = outcomes[request.node.callspec.id]
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert len(lines) == 1, proc.stderr
@@ -172,9 +199,8 @@ def test_bad_input_is_one_line(scratch: Path, argv: list[str], fragment: str) ->
     assert lines[0].startswith("replicalab"), lines[0]
     assert fragment in lines[0], lines[0]
     assert proc.stdout == ""
-    after = sorted(str(p) for p in scratch.rglob("*"))
     assert after == before, "a failing command created or removed files"
-    assert (scratch / "userdir" / "thesis.tex").read_text() == "precious\n"
+    assert thesis == "precious\n"
 
 
 def test_table_is_large_and_covers_every_subcommand() -> None:

@@ -36,7 +36,7 @@ from transformers import (
 )
 
 from training.config.model import SamplingConfig
-from training.errors import UserInputError
+from training.rollout.device import default_dtype, resolve_device
 from training.rollout.generation import (
     StepLogprobs,
     bare_generation_config,
@@ -73,21 +73,6 @@ class Generation:
     logprobs: list[float]
     finished: bool = True
     prompt_truncated: bool = False
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    """The one device resolver: "auto" picks CUDA when available, else CPU; a CUDA device asked for on a
-    machine without one is a one-line ``UserInputError``."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserInputError(f"device {device} was asked for but no CUDA device is available; use auto or cpu")
-    return torch.device(device)
-
-
-def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on CUDA, float32 elsewhere."""
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def stop_tokens(generation_config: Any, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:

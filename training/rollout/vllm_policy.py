@@ -31,7 +31,8 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
 from training.config.model import SamplingConfig, VLLMConfig
-from training.rollout.policy import LORA_CONFIG_KEY, Generation, PolicyModel, default_dtype, resolve_device
+from training.rollout.device import default_dtype, resolve_device
+from training.rollout.policy import LORA_CONFIG_KEY, Generation, PolicyModel
 
 logger = logging.getLogger(__name__)
 

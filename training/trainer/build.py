@@ -3,7 +3,7 @@
 ``run_train`` (``training.trainer.run``) calls these; everything they build takes the parts it uses (a
 ``RolloutSpec``, a ``RayPool``, ``GRPOParams``, ``LoraConfig``, rows), never the whole config:
 
-- ``device(cfg)``: the learner's torch device (``training.rollout.policy.resolve_device``);
+- ``device(cfg)``: the learner's torch device (``training.rollout.device.resolve_device``);
 - ``rollout_spec(cfg, ...)``: what every collect shares (seats, sampling, engine, limits);
 - ``opponent_pool(cfg)``: the opponent pools and the policy's snapshots (``seats.pools``);
 - ``plan_for(cfg, ...)``: the run's placement on a cluster (``training.cluster.preflight``);
@@ -35,7 +35,7 @@ RAY_SESSION_FILE = "ray_session.json"
 
 def device(cfg: TrainConfig) -> str:
     """``cfg.device`` resolved to ``"cpu"`` or ``"cuda"`` (a one-line error when CUDA is asked for and absent)."""
-    from training.rollout.policy import resolve_device
+    from training.rollout.device import resolve_device
 
     return resolve_device(cfg.device).type
 
