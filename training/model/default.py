@@ -86,7 +86,8 @@ def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool =
     A default-model build (it has ``build_info.json``) is used when its fingerprint
     (``training.model.fingerprint``) is the code's.  Otherwise one warning line says so and how long the
     build takes, the stale build is renamed aside (``stale_dir``: nothing is deleted; it is moved back if
-    the build fails) and the recipe (``cfg``, default: the shipped one) is built in its place.  An empty or missing directory is
+    the build fails) and the recipe (``cfg``, default: the one the build records, else the shipped one) is built in
+    its place.  An empty or missing directory is
     built (saying so first); a model directory without ``build_info.json`` (a model put there by hand)
     is used as it is.
     """
@@ -101,6 +102,8 @@ def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool =
     info = read_build_info(target)
     if info is None:
         return target
+    if cfg is None:  # the recipe the build records: stale means the code would now build it differently
+        cfg = recorded_config(info)
     expected, built = model_fingerprint(cfg), info.get("fingerprint")
     if built == expected:
         return target
@@ -122,6 +125,16 @@ def resolve_default_model(path: Optional[Path | str] = None, *, progress: bool =
             aside.rename(target)
         raise
     return target
+
+
+def recorded_config(info: dict) -> Optional[DefaultModelConfig]:
+    """The recipe a build's ``build_info.json`` records (None when it records none this code can read)."""
+    from pydantic import ValidationError
+
+    try:
+        return DefaultModelConfig.model_validate(info["config"])
+    except (KeyError, TypeError, ValidationError):
+        return None
 
 
 def resolve_model(name: str) -> str:
