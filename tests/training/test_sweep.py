@@ -209,4 +209,4 @@ def test_an_interrupted_sweep_resumes_to_the_same_table(policy_coin_model_dir: P
     assert _table(tmp_path / "b") == _table(tmp_path / "a")
     steps = [json.loads(line)["step"] for line in (tmp_path / "b/s/s-trial-0/metrics.jsonl").read_text().splitlines()
              if "val/reward/mean" in line]
-    assert steps == [1, 2, 3]  # each validation check once
+    assert steps == [0, 1, 2, 3]  # each validation check once (step 0: the starting weights)
