@@ -110,6 +110,7 @@ def test_metric_value_leaves_out_the_check_of_the_starting_weights(tmp_path) -> 
             {"step": 4, "val/reward/mean": 2.0}, {"step": 8, "val/reward/mean": 4.0}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert metric_value(tmp_path, "val/reward/mean", 3) == 3.0
+    assert metric_value(tmp_path, "reward/mean", 1) == 1.0  # a training metric's step 0 is the trial's own
 
 
 @pytest.mark.parametrize("value", ["-1", "100001", str(10**6)])

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from training.config.sweep import FORBIDDEN_METRIC_PREFIXES, SweepConfig, trial_overrides
+from training.config.sweep import FORBIDDEN_METRIC_PREFIXES, VALIDATION_PREFIX, SweepConfig, trial_overrides
 from training.config.train import TrainConfig, load_train_config
 
 #: Where an interrupted trial's run directory goes when it holds no complete checkpoint to resume from (kept,
@@ -26,7 +26,7 @@ def metric_value(run_dir: Path, metric: str, window: int) -> float:
     if metric.startswith(FORBIDDEN_METRIC_PREFIXES):
         raise ValueError(f"metric {metric!r} is on the test split, which nothing may select on")
     values = [row[metric] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-              if metric in row and row.get("step") != 0]
+              if metric in row and not (row.get("step") == 0 and metric.startswith(VALIDATION_PREFIX))]
     if not values:
         raise KeyError(f"metric {metric!r} was never logged in {run_dir}")
     tail = values[-window:]
@@ -77,7 +77,8 @@ def run_trial(params: dict[str, Any], sweep: SweepConfig, index: int,
     run_dir = Path(cfg.run_dir)
 
     def observe(step: int, metrics: dict) -> None:
-        if report is not None and step > 0 and sweep.metric in metrics:
+        starting_check = step == 0 and sweep.metric.startswith(VALIDATION_PREFIX)  # the weights before training
+        if report is not None and not starting_check and sweep.metric in metrics:
             report({"score": metric_value(run_dir, sweep.metric, sweep.metric_window), "step": step})
 
     run_train(cfg, resume=_resumable(cfg), observe=observe)
