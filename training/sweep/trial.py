@@ -4,7 +4,8 @@ sweep is resumed.
 
 A trial's score at step ``s`` is the mean of the metric's last ``metric_window`` values in its
 ``metrics.jsonl`` up to ``s`` (``metric_value``); a ``val/...`` metric is logged by the validation check, so a
-scheduler sees every check after step 0 (the check at step 0 measures the starting weights, not the trial).  The run directory is ``out/name/<name>-trial-<k>`` (``k``: Tune's trial number).
+scheduler sees every check after step 0 (the check at step 0 measures the starting weights, not the trial).
+The run directory is ``out/name/<name>-trial-<k>`` (``k``: Tune's trial number).
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ from training.config.train import TrainConfig, load_train_config
 RESTART_SUFFIX = ".restart-"
 
 
+def starting_check(step: Any, metric: str) -> bool:
+    """Whether a row of ``metric`` at ``step`` is the validation check of the weights before training."""
+    return step == 0 and metric.startswith(VALIDATION_PREFIX)
+
+
 def metric_value(run_dir: Path, metric: str, window: int) -> float:
     """Mean of ``metric``'s last ``window`` values in ``run_dir/metrics.jsonl`` (never a test-split metric)."""
     if metric.startswith(FORBIDDEN_METRIC_PREFIXES):
         raise ValueError(f"metric {metric!r} is on the test split, which nothing may select on")
     values = [row[metric] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-              if metric in row and not (row.get("step") == 0 and metric.startswith(VALIDATION_PREFIX))]
+              if metric in row and not starting_check(row.get("step"), metric)]
     if not values:
         raise KeyError(f"metric {metric!r} was never logged in {run_dir}")
     tail = values[-window:]
@@ -77,8 +83,7 @@ def run_trial(params: dict[str, Any], sweep: SweepConfig, index: int,
     run_dir = Path(cfg.run_dir)
 
     def observe(step: int, metrics: dict) -> None:
-        starting_check = step == 0 and sweep.metric.startswith(VALIDATION_PREFIX)  # the weights before training
-        if report is not None and not starting_check and sweep.metric in metrics:
+        if report is not None and not starting_check(step, sweep.metric) and sweep.metric in metrics:
             report({"score": metric_value(run_dir, sweep.metric, sweep.metric_window), "step": step})
 
     run_train(cfg, resume=_resumable(cfg), observe=observe)
