@@ -21,6 +21,7 @@ from replicalab.models import (
     LabManagerObservation,
     ScientistAction,
     ScientistObservation,
+    TurnRecord,
 )
 
 Action = Union[ScientistAction, LabManagerAction, InvalidAction]
@@ -76,11 +77,14 @@ def replay_episode(log: EpisodeLog) -> EpisodeLog:
     env = ReplicaLabEnv(max_rounds=log.max_rounds)
     env.reset(log.seed, log.scenario_template, log.difficulty)
     for turn in log.turns:
-        if turn.action is None:
-            action = InvalidAction(role=turn.role, error=turn.error or "invalid turn", raw_text=turn.raw_text)
-        elif turn.role == "scientist":
-            action = ScientistAction.model_validate(turn.action)
-        else:
-            action = LabManagerAction.model_validate(turn.action)
-        env.step(action)
+        env.step(logged_action(turn))
     return env.episode_log()
+
+
+def logged_action(turn: TurnRecord) -> Action:
+    """The action a recorded turn sent to the env (an ``InvalidAction`` for a turn that did not parse)."""
+    if turn.action is None:
+        return InvalidAction(role=turn.role, error=turn.error or "invalid turn", raw_text=turn.raw_text)
+    if turn.role == "scientist":
+        return ScientistAction.model_validate(turn.action)
+    return LabManagerAction.model_validate(turn.action)

@@ -11,6 +11,7 @@ from typing import Iterable, Sequence
 
 from replicalab.judge.constants import CORE_SCALE
 from replicalab.models import EpisodeLog, RewardBreakdown
+from replicalab.skill_use import skill_use
 
 #: Breakdown fields averaged as ``reward/<name>``.
 COMPONENTS = ("rigor", "feasibility", "fidelity", "efficiency_bonus", "communication_bonus")
@@ -43,9 +44,9 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
       rejected) / all turns; ``episode/parse_failure_rate``: turns with no action / all turns; the same
       two per role as ``by_role/<role>/...``.
     - ``by_difficulty/<d>/reward``, ``by_difficulty/<d>/agreement_rate``, ``by_difficulty/<d>/count``.
-    - ``decision/revise_after_technique_move`` and ``decision/revise_after_other_suggestion``: the share
-      of Scientist turns answering a Lab Manager suggestion that are ``revise_protocol``, split by whether
-      the suggestion moves the technique (``decision_turns``); with their turn counts ``.../count``.
+    - ``skill/<skill>/use_rate``: the share of the chances of each Scientist skill at which the Scientist used
+      it, and ``skill/<skill>/count`` the chances (``replicalab.skill_use``; rate 0 where none showed).
+    - ``by_cell/<template>/<difficulty>/reward`` and ``.../count``: the Scientist's reward per cell.
     """
     if not logs:
         return {}
@@ -74,11 +75,9 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
         out[f"by_role/{role}/invalid_action_rate"] = _mean(float(t.error is not None) for t in mine)
         out[f"by_role/{role}/parse_failure_rate"] = _mean(float(t.action is None) for t in mine)
 
-    decisions = [d for log in logs for d in decision_turns(log)]
-    for moved, name in ((True, "technique_move"), (False, "other_suggestion")):
-        revised = [r for m, r in decisions if m == moved]
-        out[f"decision/revise_after_{name}"] = _mean(float(r) for r in revised)
-        out[f"decision/revise_after_{name}/count"] = float(len(revised))
+    for skill, (used, chances) in skill_use(logs).items():
+        out[f"skill/{skill}/use_rate"] = used / chances if chances else 0.0
+        out[f"skill/{skill}/count"] = float(chances)
 
     by_difficulty: dict[str, list[EpisodeLog]] = defaultdict(list)
     for log in logs:
@@ -87,17 +86,10 @@ def episode_metrics(logs: Sequence[EpisodeLog]) -> dict[str, float]:
         out[f"by_difficulty/{difficulty}/reward"] = _mean(log.total_reward for log in group)
         out[f"by_difficulty/{difficulty}/agreement_rate"] = _mean(float(log.agreement_reached) for log in group)
         out[f"by_difficulty/{difficulty}/count"] = float(len(group))
-    return out
-
-
-def decision_turns(log: EpisodeLog) -> list[tuple[bool, bool]]:
-    """(the suggestion moved the technique, the Scientist revised) for every Scientist turn that
-    directly answers a Lab Manager ``suggest_alternative`` in ``log.turns`` (an invalid answer counts
-    as not revising)."""
-    out: list[tuple[bool, bool]] = []
-    for before, turn in zip(log.turns, log.turns[1:]):
-        lab = before.action or {}
-        if before.role != "lab_manager" or turn.role != "scientist" or lab.get("action_type") != "suggest_alternative":
-            continue
-        out.append((bool(lab.get("suggested_technique")), (turn.action or {}).get("action_type") == "revise_protocol"))
+    by_cell: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for log in logs:
+        by_cell[log.scenario_template, log.difficulty].append(log.total_reward)
+    for (template, difficulty), values in sorted(by_cell.items()):
+        out[f"by_cell/{template}/{difficulty}/reward"] = _mean(values)
+        out[f"by_cell/{template}/{difficulty}/count"] = float(len(values))
     return out

@@ -13,9 +13,9 @@ import pytest
 
 from replicalab import ReplicaLabEnv, run_episode
 from replicalab.agents import AdaptiveScientist, NaiveScientist, RandomScientist
+from replicalab.metrics import episode_metrics
 from replicalab.models import EpisodeLog, InvalidAction, ScientistAction
 from training.config.train import load_train_config
-from replicalab.metrics import episode_metrics
 from training.tracking import (
     EPISODES_FILE,
     METRICS_FILE,
@@ -215,18 +215,26 @@ def test_stratified_bootstrap_resamples_within_cells():
         bootstrap_ci(values, 100, strata=cells[:3])
 
 
-def test_decision_metrics_split_revisions_by_what_the_lab_suggested() -> None:
-    """The reader revises after some technique moves and never after other suggestions; naive never revises."""
-    from replicalab.agents import SkilledScientist
+def test_skill_metrics_see_each_scripted_scientist_use_exactly_its_skills() -> None:
+    """Every combination of skills, against both scripted labs: each skill it has is used at every chance
+    (where several could act, the chance is the one that goes first), the skills it lacks at none; the naive
+    Scientist uses none; and the per-cell rewards average back to the mean."""
+    from replicalab.agents import SCIENTIST_FACTORIES, SKILL_SCIENTISTS, SKILLS
+    from replicalab.scenarios import cells
 
     env = ReplicaLabEnv()
-    cells = [(t, "hard") for t in ("cell_biology", "ml_benchmark", "behavioral_psychology")]
-    reader = episode_metrics([run_episode(env, SkilledScientist(["read"]), seed=s, template=t, difficulty=d)
-                              for s in range(20) for t, d in cells])
-    naive = episode_metrics([run_episode(env, NaiveScientist(), seed=s, template=t, difficulty=d)
-                             for s in range(20) for t, d in cells])
-    assert reader["decision/revise_after_technique_move"] > 0.5
-    assert reader["decision/revise_after_other_suggestion"] == 0.0
-    assert reader["decision/revise_after_other_suggestion/count"] > 0
-    assert naive["decision/revise_after_technique_move"] == 0.0
-    assert naive["decision/revise_after_technique_move/count"] == 60
+    combos = ["naive", *SKILL_SCIENTISTS]
+    for lab in ("thrifty", "cooperative"):
+        for name in combos:
+            logs = [run_episode(env, SCIENTIST_FACTORIES[name](s, t, d), lab, seed=s, template=t, difficulty=d)
+                    for s in range(2_000_000, 2_000_012) for t, d in cells()]
+            m = episode_metrics(logs)
+            has = {"read": "reader" in name, "defend": "defender" in name, "ask": "asker" in name}
+            for skill in SKILLS:
+                if m[f"skill/{skill}/count"]:
+                    assert m[f"skill/{skill}/use_rate"] == (1.0 if has[skill] else 0.0), (lab, name, skill)
+            cell_means = [m[f"by_cell/{t}/{d}/reward"] for t, d in cells()]
+            assert sum(cell_means) / len(cell_means) == pytest.approx(m["reward/mean"])
+    thrifty = episode_metrics([run_episode(env, SCIENTIST_FACTORIES["naive"](s, t, d), "thrifty", seed=s, template=t,
+                                           difficulty=d) for s in range(2_000_000, 2_000_012) for t, d in cells()])
+    assert all(thrifty[f"skill/{skill}/count"] > 0 for skill in SKILLS)

@@ -40,7 +40,21 @@ def report_markdown(report: dict[str, Any]) -> str:
         row = [f"{a['by_cell'][cell]['mean_reward']:.2f} {_fmt(a['by_cell'][cell]['ci95'])}"
                for a in report["agents"].values()]
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
-    return "\n".join(lines + _cross_play_lines(report)) + "\n"
+    return "\n".join(lines + _skill_lines(report) + _cross_play_lines(report)) + "\n"
+
+
+def _skill_lines(report: dict[str, Any]) -> list[str]:
+    """Each agent's use of each Scientist skill where its trigger showed (``replicalab.skill_use``)."""
+    agents = {spec: a["overall"]["skill_use"] for spec, a in report["agents"].items() if "skill_use" in a["overall"]}
+    if not agents:
+        return []
+    skills = list(next(iter(agents.values())))
+    lines = ["", "## Skill use: the share of each skill's chances the agent used (chances)", "",
+             "| agent | " + " | ".join(skills) + " |", "|---" * (len(skills) + 1) + "|"]
+    for spec, use in agents.items():
+        lines.append(f"| {spec} | " + " | ".join(f"{use[s]['use_rate']:.3f} ({use[s]['chances']})" for s in skills)
+                     + " |")
+    return lines
 
 
 def _cross_play_lines(report: dict[str, Any]) -> list[str]:

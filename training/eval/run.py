@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from replicalab.agents import SKILLS
 from replicalab.metrics import episode_metrics, role_reward
 from replicalab.models import EpisodeLog
 from replicalab.seats import MODEL, parse_seat
@@ -87,6 +88,8 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
         "rigor": m["reward/rigor"], "feasibility": m["reward/feasibility"], "fidelity": m["reward/fidelity"],
         "oracle_fraction": mean / oracle_mean if oracle_mean > 0 else float("nan"),
         "episodes": len(logs),
+        "skill_use": {skill: {"use_rate": m[f"skill/{skill}/use_rate"], "chances": int(m[f"skill/{skill}/count"])}
+                      for skill in SKILLS},
     }
 
 

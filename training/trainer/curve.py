@@ -1,9 +1,8 @@
 """The learning curve of a run, read back from its ``metrics.jsonl``.
 
 ``learning_curve(run_dir)`` merges the rows of each step into one and keeps the curves a user looks at
-first: the training episodes' mean reward and hard-cell reward, and the Scientist's decision -- how often
-it revises right after the Lab Manager moves the technique vs after other suggestions -- plus the periodic
-validation reward.  ``curve_table`` prints them in windows of steps (episode-weighted means), and
+first: the training episodes' mean reward and hard-cell reward, how often the Scientist uses each skill
+where its trigger shows (``replicalab.skill_use``), the reward per cell, and the periodic validation reward.  ``curve_table`` prints them in windows of steps (episode-weighted means), and
 ``plot_learning_curve`` draws them (``learning_curve.png`` in the run directory at the end of a run).
 Pure file reading; matplotlib only in the plot.
 """
@@ -14,17 +13,18 @@ import json
 import math
 from pathlib import Path
 
+from replicalab.agents.skilled import SKILLS
+from replicalab.scenarios import cells
 from training.tracking import METRICS_FILE
 
 #: (metrics key, column title, key of its count: the weight of a window mean) for each curve.
 CURVES: tuple[tuple[str, str, str], ...] = (
     ("reward/mean", "reward", "episode/count"),
     ("by_difficulty/hard/reward", "hard-cell reward", "by_difficulty/hard/count"),
-    ("decision/revise_after_technique_move", "revise after technique move",
-     "decision/revise_after_technique_move/count"),
-    ("decision/revise_after_other_suggestion", "revise after other suggestion",
-     "decision/revise_after_other_suggestion/count"),
+    *((f"skill/{skill}/use_rate", f"{skill}: use where it pays", f"skill/{skill}/count") for skill in SKILLS),
 )
+#: Line style of each difficulty in the reward-per-cell panel (one color per template).
+DIFFICULTY_STYLES = {"easy": ":", "medium": "--", "hard": "-"}
 #: The validation check's reward (logged every ``validation.every_steps``).
 VALIDATION_REWARD = "val/reward/mean"
 CURVE_PNG = "learning_curve.png"
@@ -66,7 +66,7 @@ def curve_table(rows: list[dict[str, float]], window: int = 8) -> str:
         cells = [f"{int(chunk[0]['step'])}-{int(chunk[-1]['step'])}"]
         for key, _, count_key in CURVES:
             value = _window_mean(chunk, key, count_key)
-            cells.append("-" if math.isnan(value) else f"{value:.3f}" if "decision" in key else f"{value:.2f}")
+            cells.append("-" if math.isnan(value) else f"{value:.3f}" if key.startswith("skill/") else f"{value:.2f}")
         checks = [r[VALIDATION_REWARD] for r in chunk if VALIDATION_REWARD in r]
         cells.append(f"{checks[-1]:.2f}" if checks else "-")
         lines.append("| " + " | ".join(cells) + " |")
@@ -74,7 +74,8 @@ def curve_table(rows: list[dict[str, float]], window: int = 8) -> str:
 
 
 def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
-    """Draw reward (train, hard cells, validation) and the revise rates by step into ``out`` (a PNG);
+    """Draw reward (train, hard cells, validation), each skill's use rate and the reward per cell by step into
+    ``out`` (a PNG);
     moving averages over ``window`` steps.  None when there is nothing to draw."""
     if not rows:
         return None
@@ -92,19 +93,27 @@ def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: i
                 ys.append(value)
         return xs, ys
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
     for key, title, count_key in CURVES:
-        axis = bottom if key.startswith("decision/") else top
+        axis = middle if key.startswith("skill/") else top
         axis.plot(*smooth(key, count_key), label=title)
     checks = [(r["step"], r[VALIDATION_REWARD]) for r in rows if VALIDATION_REWARD in r]
     if checks:
         top.plot(*zip(*checks), "o-", label="validation reward")
+    colors = {}
+    for template, difficulty in cells():
+        xs, ys = smooth(f"by_cell/{template}/{difficulty}/reward", f"by_cell/{template}/{difficulty}/count")
+        if xs:
+            color = colors.setdefault(template, f"C{len(colors)}")
+            bottom.plot(xs, ys, DIFFICULTY_STYLES.get(difficulty, "-"), color=color, label=f"{template} {difficulty}")
     top.set_ylabel(f"mean reward ({window}-step average)")
-    bottom.set_ylabel("share of Scientist answers")
-    bottom.set_ylim(-0.02, 1.02)
+    middle.set_ylabel("share of the skill's chances")
+    middle.set_ylim(-0.02, 1.02)
+    bottom.set_ylabel("reward per cell")
     bottom.set_xlabel("step")
-    for axis in (top, bottom):
-        axis.legend(fontsize=7)
+    for axis in (top, middle, bottom):
+        if axis.lines:
+            axis.legend(fontsize=6, ncol=3 if axis is bottom else 1)
         axis.grid(alpha=0.3)
     top.set_title("Learning curve")
     fig.tight_layout()

@@ -29,7 +29,7 @@ def test_rows_of_a_step_are_merged_in_step_order(tmp_path: Path) -> None:
 
 
 def test_window_means_weigh_each_step_by_its_turns(tmp_path: Path) -> None:
-    key, count = "decision/revise_after_technique_move", "decision/revise_after_technique_move/count"
+    key, count = "skill/read/use_rate", "skill/read/count"
     _write(tmp_path, [
         {"step": 1, "reward/mean": 2.0, "episode/count": 10, key: 0.0, f"{count}": 30},
         {"step": 2, "reward/mean": 4.0, "episode/count": 30, key: 1.0, f"{count}": 10},
