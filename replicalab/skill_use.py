@@ -41,10 +41,12 @@ _PLAN_TYPES = (SA.PROPOSE_PROTOCOL.value, SA.REVISE_PROTOCOL.value)
 
 @dataclass(frozen=True)
 class SkillChance:
-    """One Scientist turn at which ``skill``'s trigger showed; ``used``: the turn did what the skill does."""
+    """One Scientist turn at which ``skill``'s trigger showed; ``used``: the turn did what the skill does;
+    ``turn``: its index among the episode's Scientist turns."""
 
     skill: str
     used: bool
+    turn: int = 0
 
 
 @dataclass
@@ -100,11 +102,13 @@ def skill_chances(log: EpisodeLog) -> list[SkillChance]:
     obs = env.reset(log.seed, log.scenario_template, log.difficulty)
     past = _Past()
     out: list[SkillChance] = []
+    own_turns = 0
     for turn in log.turns:
         action = turn.action or {}
         if turn.role == "scientist" and obs is not None:
-            chances = [SkillChance(skill, used) for skill, trigger in _TRIGGERS.items()
+            chances = [SkillChance(skill, used, own_turns) for skill, trigger in _TRIGGERS.items()
                        if (used := trigger(obs.scientist, action, past)) is not None]
+            own_turns += 1
             if chances:  # where several skills could act, the turn is the chance of the one that goes first
                 out.append(min(chances, key=lambda c: PRECEDENCE.index(c.skill)))
             past.counters += any(c.skill == "defend" and c.used for c in chances)

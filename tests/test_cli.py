@@ -86,6 +86,9 @@ BENCH_OPTIONS = {
     "engines": (["--episodes", "4", "--workers", "2", "--engines", "vllm", "--model", "m"],
                 dict(episodes=4, workers=2, engines=["vllm"], model="m"),
                 dict(episodes=32, workers=1, engines=["hf", "vllm"], max_new_tokens=96, repeats=2, model=None)),
+    "policy": (["--model", "m", "--seeds", "2", "--samples", "4", "--temperature", "0.7", "--lab", "cooperative"],
+               dict(model="m", seeds=2, samples=4, temperature=0.7, lab="cooperative"),
+               dict(model=None, seeds=10, samples=8, temperature=1.0, lab="thrifty")),
     "sync": (["--shape", "tiny", "--syncs", "2", "--bucket-mib", "16", "--workers", "2"],
              dict(shape="tiny", syncs=2, bucket_mib=16, workers=2), dict(shape="0.5b", syncs=3, bucket_mib=256, workers=1)),
 }
@@ -110,6 +113,8 @@ def test_bench_parses_its_own_options_and_defaults(what):
     (["bench", "rollout", "--episodes", "0"], "must be at least 1"),
     (["bench", "train", "--episodes", "16"], "unrecognized arguments: --episodes"),
     (["bench", "fast"], "invalid choice: 'fast'"),
+    (["bench", "policy", "--temperature", "0"], "must be above 0"),
+    (["bench", "policy", "--lab", "generous"], "invalid choice: 'generous'"),
 ])
 def test_bench_refuses_options_it_does_not_have(args, message):
     r = run_cli(*args)
@@ -130,6 +135,31 @@ def test_bench_generate_plays_the_episodes_given(capsys, policy_wide_model_dir):
                  "--role", "lab_manager"]) == 0
     out = capsys.readouterr().out
     assert "role lab_manager, 2 episodes" in out and "one at a time:" in out and "speedup:" in out
+
+
+@pytest.mark.slow
+def test_bench_policy_measures_a_model_next_to_the_scripted_scientists(capsys, policy_wide_model_dir):
+    """Every cell gets a row with the model's reward and its pass@k; each skill a use rate, the all-skills
+    Scientist's at 1.000; the teacher-forced probabilities are probabilities."""
+    import re
+
+    assert main(["bench", "policy", "--model", str(policy_wide_model_dir), "--seeds", "1", "--samples", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(9 episodes)" in out and out.count(" easy | ") + out.count(" medium | ") + out.count(" hard | ") == 9
+    for skill in ("read", "defend", "ask"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(skill) and "|" in ln and "/" in ln)
+        assert line.rstrip().endswith(")") and "| 1.000 (" in line
+    probs = [float(v) for pair in re.findall(r"^  \w+ +([0-9.]+) \| ([0-9.]+) over", out, re.M) for v in pair]
+    assert probs and all(0.0 <= p <= 1.0 for p in probs)
+
+
+def test_pass_at_k_is_the_unbiased_estimate():
+    from training.bench.policy import pass_at_k
+
+    assert pass_at_k(8, 0, 4) == 0.0 and pass_at_k(8, 5, 4) == 1.0 and pass_at_k(8, 8, 1) == 1.0
+    assert pass_at_k(8, 2, 1) == pytest.approx(0.25) and pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 4)
 
 
 # ----- --help-config ----------------------------------------------------------------------------

@@ -28,3 +28,14 @@ def int_at_least(low: int, what: str = "value") -> Callable[[str], int]:
 positive_int = int_at_least(1)
 #: A scenario seed: a non-negative integer.
 seed_int = int_at_least(0, "seed")
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number above 0 (a temperature); anything else is an ``ArgumentTypeError``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"value must be a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"value must be above 0, got {value}")
+    return value

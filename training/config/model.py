@@ -157,15 +157,12 @@ class DefaultModelConfig(BaseModel):
 
     Transcripts come from scripted episodes on ``n_train_seeds`` seeds taken from the start of
     ``TRAIN_SEEDS`` (never ``VALIDATION_SEEDS`` or ``TEST_SEEDS``), each played on every template x difficulty.  The
-    Scientist seat is ``AdaptiveScientist`` except for a ``naive_fraction`` of episodes played by
-    ``NaiveScientist`` and a ``reader_fraction`` played by ``ReaderScientist``; the Lab Manager seat is
-    ``ScriptedLabManager``.  Every episode's Lab Manager turns become examples; its Scientist turns do
-    when that Scientist is in ``scientist_transcripts``.
+    Scientist seat of each episode has each of the game's skills on its own with probability ``skill_rate``
+    (``replicalab.agents.skilled``; none: the naive Scientist); the Lab Manager seat is ``ScriptedLabManager``.
+    Both seats' turns become examples.
 
-    The adaptive and reader Scientists open identically and differ in one decision: when the Lab
-    Manager moves a blocked technique to the lab's preferred one, the adaptive Scientist accepts and the
-    reader proposes the method the paper cross-checked with.  The warm start can therefore take either
-    move, and GRPO has a choice whose reward it can compare within a group.
+    Scientists with and without a skill open alike and differ where the skill's trigger shows, so the warm
+    start takes each skill at about ``skill_rate`` of its chances, and a GRPO group holds both answers.
     """
 
     model_config = STRICT
@@ -183,21 +180,15 @@ class DefaultModelConfig(BaseModel):
     n_train_seeds: int = Field(default=300, ge=1, description=(
         "Training seeds (from the start of TRAIN_SEEDS) whose scripted episodes, on every template x "
         "difficulty, make the transcripts."))
-    naive_fraction: float = Field(default=0.1, ge=0.0, le=1.0, description=(
-        "Share of transcript episodes whose Scientist is NaiveScientist."))
-    reader_fraction: float = Field(default=0.35, ge=0.0, le=1.0, description=(
-        "Share of transcript episodes whose Scientist is ReaderScientist (the rest: AdaptiveScientist)."))
-    scientist_transcripts: tuple[Literal["adaptive", "naive", "reader"], ...] = Field(
-        default=("adaptive", "reader"), min_length=1, description=(
-            "Scripted Scientists whose turns the Scientist seat learns from (every episode trains the "
-            "Lab Manager seat)."))
+    skill_rate: float = Field(default=0.5, ge=0.0, le=1.0, description=(
+        "Each transcript episode's Scientist has each skill on its own with this probability (none: the naive "
+        "Scientist), so the warm start takes each skill at about this share of its chances."))
     max_rounds: int = Field(default=6, ge=1, description="Rounds per transcript episode.")
     scientist_first_turn_repeats: int = Field(default=1, ge=0, description=(
         "Extra copies of each Scientist opening turn (the protocol proposal) among the SFT examples."))
-    scientist_decision_turn_repeats: int = Field(default=4, ge=0, description=(
-        "Extra copies of each Scientist turn that answers the Lab Manager moving the plan to another "
-        "technique: the warm start then sometimes revises where it would always accept, so GRPO groups "
-        "hold both answers (0: it accepts, and every group agrees)."))
+    scientist_decision_turn_repeats: int = Field(default=2, ge=0, description=(
+        "Extra copies of each Scientist turn at a skill's chance (both the turns that use the skill and those "
+        "that do not), so the warm start learns the decisions as well as the copying around them."))
     max_new_tokens: int = Field(default=192, ge=16, description=(
         "max_new_tokens written into the checkpoint's generation config (used by greedy evaluation)."))
     torch_threads: int = Field(default=2, ge=1, description="Torch CPU threads during the build.")

@@ -243,9 +243,9 @@ class DataConfig(BaseModel):
         default_factory=dict,
         description=(
             "Relative share of GRPO groups per difficulty (an unlisted difficulty weighs 1.0; {} = every cell "
-            "equally often). The Scientist's one large decision (take the lab's moved technique or revise to "
-            "the paper's cross-check method) occurs only on hard cells, so e.g. {hard: 3} spends 3 of every 5 "
-            "groups there. Cells follow a smooth weighted round-robin: deterministic and evenly spread."),
+            "equally often). The Scientist's skills pay on medium and hard cells (on easy ones the paper's protocol "
+            "is accepted at once), so e.g. {easy: 0.5} spends 1 of every 5 groups on easy cells. Cells follow a "
+            "smooth weighted round-robin: deterministic and evenly spread."),
     )
 
     @field_validator("difficulty_weights")

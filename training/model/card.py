@@ -80,19 +80,19 @@ def model_card(info: dict[str, Any]) -> str:
         "## Data",
         f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
         "from `TRAIN_SEEDS` only) x every template x every difficulty",
-        f"- Scientist seat: `AdaptiveScientist`, `ReaderScientist` in {tr.get('reader_episodes', 0)} episodes "
-        f"and `NaiveScientist` in {tr['naive_episodes']}; the Scientist seat learns from the "
-        f"{', '.join(cfg.get('scientist_transcripts', ('adaptive', 'reader')))} episodes, the Lab Manager seat "
-        "(`ScriptedLabManager`) from all of them",
+        f"- Scientist seat: scripted Scientists with each skill drawn on its own at rate {cfg.get('skill_rate')} "
+        f"(episodes with each skill: {tr.get('skill_episodes', {})}; with none, the naive Scientist: "
+        f"{tr['naive_episodes']}); {tr.get('chance_turns_used', 0)} of {tr.get('chance_turns', 0)} turns at a "
+        "skill's chance use it; the Lab Manager seat (`ScriptedLabManager`) learns from every episode",
         f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
         "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
         "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "
         "assistant turn, plus extra copies of each Scientist opening turn "
-        f"({cfg['scientist_first_turn_repeats']}) and of each Scientist turn that answers a move to another "
-        f"technique ({cfg.get('scientist_decision_turn_repeats', 0)})",
+        f"({cfg['scientist_first_turn_repeats']}) and of each Scientist turn at a skill's chance "
+        f"({cfg.get('scientist_decision_turn_repeats', 0)})",
         f"- {info.get('examples', '?')} examples; longest {info['max_example_tokens']} tokens "
         f"(mean {info['mean_example_tokens']:.0f}); SFT max_length {sft['max_length']}",
-        f"- mean reward of the episodes with recorded Scientist turns: {tr['mean_reward_recorded']:.3f}",
+        f"- mean reward of the recorded episodes: {tr['mean_reward_recorded']:.3f}",
         "",
         "## Training",
         f"- SFT hyperparameters: {json.dumps(cfg['sft'])}",

@@ -283,11 +283,8 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     fingerprint = model_fingerprint(cfg)
     torch.set_num_threads(cfg.torch_threads)
     _say(progress, f"recording scripted transcripts on {cfg.n_train_seeds} train seeds")
-    sci, lab, stats = collect_transcripts(cfg.n_train_seeds, naive_fraction=cfg.naive_fraction,
-                                          reader_fraction=cfg.reader_fraction,
-                                          scientist_kinds=cfg.scientist_transcripts,
-                                          max_rounds=cfg.max_rounds, shuffle_seed=cfg.sft.seed,
-                                          progress=progress)
+    sci, lab, stats = collect_transcripts(cfg.n_train_seeds, skill_rate=cfg.skill_rate, max_rounds=cfg.max_rounds,
+                                          shuffle_seed=cfg.sft.seed, progress=progress)
     labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats, cfg.scientist_decision_turn_repeats)
     examples = [ex for _, ex in labelled]
     _say(progress, f"{stats.examples_scientist} scientist + {stats.examples_lab_manager} "
@@ -362,12 +359,12 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
                       decision_turn_repeats: int = 0) -> list[tuple[str, dict]]:
     """(role, example): one whole-chat example per recorded seat and episode (both seats interleaved),
     plus ``first_turn_repeats`` extra copies of every Scientist opening turn (the protocol proposal)
-    and ``decision_turn_repeats`` of every Scientist turn that answers a move to another technique.
+    and ``decision_turn_repeats`` of every Scientist turn at a skill's chance (``is_skill_chance``).
     A decision copy is a prompt/completion example (the chat so far, then the reply): its loss is on
     that reply alone, in both phases, so the copies train the decision rather than the opening again."""
     from training.model.sft_data import (
         conversation_example,
-        follows_technique_move,
+        is_skill_chance,
         turn_example,
     )
 
@@ -377,7 +374,7 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
                    for role, x in (("scientist", scientist), ("lab_manager", lab_manager)) if i < len(x))
     for _ in range(first_turn_repeats):
         out.extend(("scientist", turn_example(t, 0)) for t in scientist)
-    decisions = [t[k] for t in scientist for k in range(1, len(t)) if follows_technique_move(t[k])]
+    decisions = [t[k] for t in scientist for k in range(1, len(t)) if is_skill_chance(t[k])]
     for _ in range(decision_turn_repeats):
         out.extend(("scientist", ex) for ex in decisions)
     return out

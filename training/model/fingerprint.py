@@ -26,7 +26,7 @@ from typing import Any, Optional
 from training.config.model import SPECIAL_TOKENS, DefaultModelConfig
 
 #: Version of the build code; bump when a change to it changes the model it builds.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 #: Training seeds whose scripted episodes (x every template x difficulty) the fingerprint hashes.
 FINGERPRINT_SEEDS = 12
 #: Config fields (dotted) that do not change what is built: threads and logging.
@@ -46,14 +46,12 @@ def recipe_config(cfg: DefaultModelConfig) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=4)
-def _transcripts(n_seeds: int, naive_fraction: float, reader_fraction: float, scientist_kinds: tuple[str, ...],
-                 max_rounds: int, shuffle_seed: int) -> dict[str, list]:
+def _transcripts(n_seeds: int, skill_rate: float, max_rounds: int, shuffle_seed: int) -> dict[str, list]:
     """Both seats' transcripts of the first ``n_seeds`` training seeds (cached: never modify them)."""
     from training.model.sft_data import collect_transcripts
 
-    scientist, lab_manager, _ = collect_transcripts(
-        n_seeds, naive_fraction=naive_fraction, reader_fraction=reader_fraction, scientist_kinds=scientist_kinds,
-        max_rounds=max_rounds, shuffle_seed=shuffle_seed)
+    scientist, lab_manager, _ = collect_transcripts(n_seeds, skill_rate=skill_rate, max_rounds=max_rounds,
+                                                    shuffle_seed=shuffle_seed)
     return {"scientist": scientist, "lab_manager": lab_manager}
 
 
@@ -65,8 +63,7 @@ def fingerprint_inputs(cfg: DefaultModelConfig) -> dict[str, Any]:
     """Everything the fingerprint hashes (see the module docstring)."""
     from training.model.tokenizer import CHAT_TEMPLATE
 
-    transcripts = _transcripts(min(FINGERPRINT_SEEDS, cfg.n_train_seeds), cfg.naive_fraction, cfg.reader_fraction,
-                               tuple(cfg.scientist_transcripts), cfg.max_rounds, cfg.sft.seed)
+    transcripts = _transcripts(min(FINGERPRINT_SEEDS, cfg.n_train_seeds), cfg.skill_rate, cfg.max_rounds, cfg.sft.seed)
     return {
         "recipe_version": RECIPE_VERSION,
         "config": recipe_config(cfg),

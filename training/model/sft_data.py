@@ -21,16 +21,17 @@ from replicalab import (
     generate_scenario,
     run_episode,
 )
-from replicalab.agents import SCIENTIST_FACTORIES
+from replicalab.agents import SCIENTIST_FACTORIES, SKILLS, skills_name
+from replicalab.agents.skilled import SKILL_NAMES
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
 from replicalab.prompts import RoleChat
-from replicalab.render import suggestion_in
 from replicalab.scenarios import cells
 from replicalab.seats import PRIVILEGED_SCIENTISTS
+from replicalab.skill_use import skill_chances
 
-Example = dict[str, list[dict[str, str]]]
+Example = dict[str, Any]
 #: The examples of one seat in one episode, in turn order (each prompt extends the previous one).
 Transcript = list[Example]
 
@@ -40,12 +41,16 @@ class TranscriptStats:
     """What the transcript collection produced (reported in the model card)."""
 
     episodes: int
+    #: Episodes whose Scientist had no skill (the naive Scientist), and those whose Scientist had each skill.
     naive_episodes: int
-    reader_episodes: int
+    skill_episodes: dict[str, int]
     examples_scientist: int
     examples_lab_manager: int
+    #: Scientist turns at a skill's chance (``replicalab.skill_use``), and those at which the skill was used.
+    chance_turns: int
+    chance_turns_used: int
     seeds: tuple[int, ...]
-    #: Mean reward of the episodes whose Scientist transcripts are recorded (``scientist_kinds``).
+    #: Mean reward of the recorded episodes.
     mean_reward_recorded: float
 
 
@@ -102,51 +107,56 @@ def record_episode(seed: int, template: str, difficulty: str, *, scientist: str 
     return recorded.examples, lab_manager.examples, log
 
 
+def draw_scientist(rng: random.Random, skill_rate: float) -> str:
+    """A scripted Scientist with each skill drawn on its own with probability ``skill_rate`` (``naive``: none)."""
+    return skills_name([skill for skill in SKILLS if rng.random() < skill_rate])
+
+
 def collect_transcripts(
-    n_seeds: int, *, naive_fraction: float = 0.0, reader_fraction: float = 0.0, max_rounds: int = 6,
-    shuffle_seed: int = 0, scientist_kinds: tuple[str, ...] = ("adaptive", "reader"), progress: bool = False,
+    n_seeds: int, *, skill_rate: float = 0.5, max_rounds: int = 6, shuffle_seed: int = 0, progress: bool = False,
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
-    One transcript per recorded seat and episode, shuffled with ``random.Random(shuffle_seed)``.
-    Each episode's Scientist is drawn with the same RNG: ``NaiveScientist`` with probability
-    ``naive_fraction``, else ``ReaderScientist`` with probability ``reader_fraction``, else
-    ``AdaptiveScientist``.  Every episode gives a Lab Manager transcript; only the episodes of the
-    Scientists in ``scientist_kinds`` give a Scientist transcript (the others add varied states for the
-    Lab Manager seat without teaching the Scientist seat their policy).  ``progress`` shows a progress
-    bar on a terminal.
+    One transcript per seat and episode, shuffled with ``random.Random(shuffle_seed)``.  Each episode's
+    Scientist is drawn with the same RNG (``draw_scientist``): every skill on its own with probability
+    ``skill_rate``, so at each skill's chance about that share of the transcripts use it and the rest answer
+    as the naive Scientist does.  Each Scientist example at a skill's chance is marked ``"skill_chance": True``
+    (``is_skill_chance``).  ``progress`` shows a progress bar on a terminal.
     """
     from tqdm import tqdm
 
-    unknown = [k for k in scientist_kinds if k not in SCIENTISTS]
-    if unknown or not scientist_kinds:
-        raise ValueError(f"scientist_kinds must name some of {', '.join(SCIENTISTS)}; got {list(scientist_kinds)}")
-    if naive_fraction + reader_fraction > 1.0:
-        raise ValueError(f"naive_fraction + reader_fraction must be at most 1, got {naive_fraction + reader_fraction}")
+    if not 0.0 <= skill_rate <= 1.0:
+        raise ValueError(f"skill_rate must be within [0, 1], got {skill_rate}")
     rng = random.Random(shuffle_seed)
     scientist: list[Transcript] = []
     lab: list[Transcript] = []
-    counts = {name: 0 for name in SCIENTISTS}
+    naive, with_skill = 0, {skill: 0 for skill in SKILLS}
+    chances = used = 0
     recorded_rewards: list[float] = []
     grid = list(episode_grid(n_seeds))
     bar = tqdm(grid, desc="transcripts", unit="episode", disable=None if progress else True)
     for seed, template, difficulty in bar:
-        draw = rng.random()
-        kind = "naive" if draw < naive_fraction else "reader" if draw < naive_fraction + reader_fraction else "adaptive"
+        kind = draw_scientist(rng, skill_rate)
         sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
-        counts[kind] += 1
-        if kind in scientist_kinds:
-            scientist.append(sci)
-            recorded_rewards.append(log.total_reward)
+        naive += kind == "naive"
+        for skill, name in SKILL_NAMES.items():
+            with_skill[skill] += name in kind.split("+")
+        for chance in skill_chances(log):
+            sci[chance.turn]["skill_chance"] = True
+            chances, used = chances + 1, used + chance.used
+        scientist.append(sci)
+        recorded_rewards.append(log.total_reward)
         lab.append(lab_t)
     rng.shuffle(scientist)
     rng.shuffle(lab)
     stats = TranscriptStats(
-        episodes=sum(counts.values()),
-        naive_episodes=counts["naive"],
-        reader_episodes=counts["reader"],
+        episodes=len(grid),
+        naive_episodes=naive,
+        skill_episodes=with_skill,
         examples_scientist=sum(map(len, scientist)),
         examples_lab_manager=sum(map(len, lab)),
+        chance_turns=chances,
+        chance_turns_used=used,
         seeds=tuple(train_seeds(n_seeds)),
         mean_reward_recorded=sum(recorded_rewards) / max(1, len(recorded_rewards)),
     )
@@ -166,10 +176,10 @@ def conversation_example(transcript: Transcript) -> dict[str, list[dict[str, str
     return turn_example(transcript, -1)
 
 
-def follows_technique_move(example: Example) -> bool:
-    """Whether this turn answers a Lab Manager suggestion that moves the plan to another technique
-    (the Scientist's one real decision on hard cells: take the lab's technique or propose another)."""
-    return "technique" in suggestion_in(example["prompt"][-1]["content"])
+def is_skill_chance(example: Example) -> bool:
+    """Whether this Scientist turn is at a chance of one of its skills (marked by ``collect_transcripts``): a
+    decision the warm start must leave open both ways."""
+    return bool(example.get("skill_chance"))
 
 
 def example_texts(examples: list[dict[str, list[dict[str, str]]]]) -> Iterator[str]:

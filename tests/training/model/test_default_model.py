@@ -223,43 +223,51 @@ def test_language_model_phase_masks_by_seat() -> None:
     """All-token rows carry the loss on every token; the other seat's rows keep their assistant mask."""
     from training.model.default import lm_phase_row, training_examples
 
-    sci, lab, _ = collect_transcripts(1, reader_fraction=0.5)
+    sci, lab, _ = collect_transcripts(1)
     labelled = training_examples(sci, lab, first_turn_repeats=1)
     roles = [role for role, _ in labelled]
     assert roles.count("scientist") == len(sci) * 2 and roles.count("lab_manager") == len(lab)
     row = {"input_ids": [5, 6, 7, 8], "completion_mask": [0, 0, 1, 1]}
     assert lm_phase_row(row, True)["completion_mask"] == [1, 1, 1, 1]
     assert lm_phase_row(row, False) == row
-    with pytest.raises(ValueError, match="at most 1"):
-        collect_transcripts(1, naive_fraction=0.6, reader_fraction=0.6)
+    with pytest.raises(ValueError, match="skill_rate"):
+        collect_transcripts(1, skill_rate=1.5)
 
 
-def test_decision_turns_are_the_answers_to_a_technique_move() -> None:
-    """The repeated decision turns are exactly the Scientist turns after the lab moved the technique:
-    the adaptive Scientist accepts there and the reader proposes the paper's cross-check method."""
+def test_decision_turns_are_the_skill_chances_answered_both_ways() -> None:
+    """The repeated decision turns are exactly the Scientist turns at a skill's chance; with each skill drawn at
+    rate 0.5 every skill's chances are answered both ways (the skill's action and the naive accept), the opening
+    is never one, and the counts match the collection's stats."""
+    from replicalab.skill_use import skill_chances
     from training.model.default import training_examples
-    from training.model.sft_data import follows_technique_move
+    from training.model.sft_data import is_skill_chance, record_episode
 
-    sci, lab, _ = collect_transcripts(6, reader_fraction=0.5)
-    decisions = [t[k] for t in sci for k in range(1, len(t)) if follows_technique_move(t[k])]
+    sci, lab, stats = collect_transcripts(6, skill_rate=0.5)
+    decisions = [t[k] for t in sci for k in range(1, len(t)) if is_skill_chance(t[k])]
+    assert len(decisions) == stats.chance_turns and 0 < stats.chance_turns_used < stats.chance_turns
     replies = {json.loads(d["completion"][0]["content"])["action_type"] for d in decisions}
-    assert replies == {"accept", "revise_protocol"}
-    assert not any(follows_technique_move(t[0]) for t in sci)
+    assert {"accept", "revise_protocol", "request_info"} <= replies
+    assert not any(is_skill_chance(t[0]) for t in sci)
     base = len(training_examples(sci, lab))
     assert len(training_examples(sci, lab, decision_turn_repeats=2)) == base + 2 * len(decisions)
+    examples, _, log = record_episode(2, "cell_biology", "hard", scientist="reader+defender+asker")
+    assert [k for k, ex in enumerate(examples) if "skill_chance" in ex] == []  # only collect_transcripts marks them
+    assert {c.turn for c in skill_chances(log)} and max(c.turn for c in skill_chances(log)) < len(examples)
 
 
-def test_scientist_transcripts_come_only_from_the_chosen_scientists() -> None:
-    """Every episode trains the Lab Manager seat; only the chosen Scientists' episodes train the Scientist
-    seat (the adaptive Scientist's questions never reach it when only the reader is chosen)."""
-    sci, lab, stats = collect_transcripts(2, naive_fraction=0.2, reader_fraction=0.5, scientist_kinds=("reader",))
-    assert len(lab) == stats.episodes and len(sci) == stats.reader_episodes > 0
-    actions = {json.loads(turn["completion"][0]["content"])["action_type"] for t in sci for turn in t}
-    assert "request_info" not in actions and "propose_protocol" in actions
-    both, _, _ = collect_transcripts(2, naive_fraction=0.2, reader_fraction=0.5)
-    assert len(both) == stats.episodes - stats.naive_episodes
-    with pytest.raises(ValueError, match="scientist_kinds"):
-        collect_transcripts(1, scientist_kinds=("oracle",))
+def test_transcript_scientists_draw_each_skill_on_its_own() -> None:
+    """Every episode trains both seats; each skill is drawn at about ``skill_rate`` of the episodes, independently
+    (some episodes have two skills, some none), and rates 0 and 1 give only the naive and the all-skills Scientist."""
+    sci, lab, stats = collect_transcripts(40, skill_rate=0.5)
+    assert len(lab) == len(sci) == stats.episodes == 360
+    for skill, n in stats.skill_episodes.items():
+        assert 0.4 * stats.episodes < n < 0.6 * stats.episodes, (skill, n)
+    assert 0 < stats.naive_episodes < 0.25 * stats.episodes
+    _, _, none = collect_transcripts(2, skill_rate=0.0)
+    assert none.naive_episodes == none.episodes and none.chance_turns_used == 0
+    _, _, every = collect_transcripts(2, skill_rate=1.0)
+    assert every.naive_episodes == 0 and set(every.skill_episodes.values()) == {every.episodes}
+    assert every.chance_turns_used == every.chance_turns > 0
 
 
 def test_default_model_lives_under_the_repository_artifacts(monkeypatch) -> None:

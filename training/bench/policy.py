@@ -1,0 +1,154 @@
+"""``replicalab bench policy``: what a model Scientist's policy holds before (or after) training, on validation seeds.
+
+With the prompt every model sees (no ready-made reply), against one scripted Lab Manager, on every template x
+difficulty x ``--seeds`` validation seeds:
+
+- **sampled play**: ``--samples`` episodes per seed and cell at ``--temperature``; the mean reward per cell next to
+  the scripted baselines on the same episodes (naive, adaptive, all skills); **pass@k**, the chance that the best
+  of k samples beats the naive Scientist on the same episode (unbiased estimate, Chen et al. 2021), i.e. whether a
+  GRPO group of k holds an episode worth learning from; and each skill's **use rate** where its trigger shows
+  (``replicalab.skill_use``);
+- **the decision, teacher-forced**: at every chance of every skill in the all-skills Scientist's own chats, the
+  model's probability of the skill's action type after ``{"action_type":`` and its mean per-token probability of
+  the skill's whole reply (the probability that sampling takes the skill where it pays).
+
+Baselines (the scripted Scientists) are played in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections import defaultdict
+
+from replicalab.lab import LAB_POLICIES
+from training.argtypes import positive_float, positive_int
+
+KS = (1, 4, 8)
+ACTION_PREFIX = '{"action_type":'
+BASELINES = ("naive", "adaptive", "reader+defender+asker")
+#: Episodes per batched ``play_jobs`` call (bounds the KV cache of one generation).
+CHUNK = 96
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="checkpoint directory (default: the embedded default model)")
+    parser.add_argument("--seeds", type=positive_int, default=10, help="validation seeds per cell")
+    parser.add_argument("--samples", type=positive_int, default=8, help="sampled episodes per seed and cell (n)")
+    parser.add_argument("--temperature", type=positive_float, default=1.0)
+    parser.add_argument("--lab", default="thrifty", choices=LAB_POLICIES, help="scripted Lab Manager policy")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c pass."""
+    if k > n:
+        raise ValueError(f"k={k} needs at least k samples, got {n}")
+    return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def decision_probabilities(policy, episodes) -> dict[str, dict[str, list[float]]]:
+    """``{skill: {"action_type": [...], "reply": [...]}}`` over the skill's chances in ``episodes`` (``(chat examples,
+    log)`` of the all-skills Scientist): P(its action type) and the mean per-token probability of its whole reply."""
+    import torch
+
+    from replicalab.skill_use import skill_chances
+
+    tok, model = policy.tokenizer, policy.model
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"action_type": [], "reply": []})
+    for examples, log in episodes:
+        for chance in skill_chances(log):
+            turn = examples[chance.turn]
+            reply = turn["completion"][0]["content"]
+            prompt = policy.encode_chat(turn["prompt"])
+            ids = tok.encode(reply, add_special_tokens=False)
+            with torch.no_grad():
+                logits = model(torch.tensor([prompt + ids], device=model.device)).logits[0].float()
+            targets = torch.tensor(ids, device=logits.device)[:, None]
+            logp = logits.log_softmax(-1)[len(prompt) - 1:-1].gather(1, targets)[:, 0]
+            # the tokens that write the action type's value (whatever way this tokenizer splits the reply)
+            start = len(ACTION_PREFIX)
+            end = start + len(reply[start:].split(",")[0])
+            ends = [len(tok.decode(ids[:i + 1])) for i in range(len(ids))]
+            span = [i for i in range(len(ids)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
+            out[chance.skill]["action_type"].append(math.exp(logp[span].sum().item()))
+            out[chance.skill]["reply"].append(math.exp(logp.mean().item()))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from replicalab import ReplicaLabEnv, run_episode
+    from replicalab.agents import SCIENTIST_FACTORIES, SKILLS
+    from replicalab.scenarios import cells
+    from replicalab.seeds import VALIDATION_SEEDS
+    from replicalab.skill_use import skill_use
+    from training.config.model import SamplingConfig
+    from training.model.default import resolve_default_model
+    from training.model.sft_data import record_episode
+    from training.rollout.play import play_jobs
+    from training.rollout.policy import PolicyModel
+    from training.rollout.records import EpisodeJob
+
+    seeds = list(VALIDATION_SEEDS[:args.seeds])
+    grid = [(s, t, d) for t, d in cells() for s in seeds]
+    env = ReplicaLabEnv()
+    scripted = {name: [run_episode(env, SCIENTIST_FACTORIES[name](s, t, d), args.lab, seed=s, template=t, difficulty=d)
+                       for s, t, d in grid] for name in BASELINES}
+    naive = {(log.seed, log.scenario_template, log.difficulty): log.total_reward for log in scripted["naive"]}
+    path = args.model or str(resolve_default_model())
+    policy = PolicyModel(path, device="cpu")
+    sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0)
+    jobs = [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="scientist", group=g)
+            for i, ((s, t, d), g) in enumerate((e, g) for e in grid for g in range(args.samples))]
+    print(f"replicalab bench policy: {path}; validation seeds {seeds[0]}..{seeds[-1]} x every template x difficulty "
+          f"against scripted:{args.lab}; {args.samples} samples per episode at temperature {args.temperature} "
+          f"({len(jobs)} episodes); torch threads {torch.get_num_threads()}")
+    started, logs = time.perf_counter(), []
+    for lo in range(0, len(jobs), CHUNK):
+        records = play_jobs(policy, jobs[lo:lo + CHUNK], scientist="policy", lab_manager=f"scripted:{args.lab}", sampling=sampling)
+        logs += [r.log for r in records]
+    print(f"played in {time.perf_counter() - started:.0f} s")
+    by_cell: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    passes: dict[tuple[int, str, str], list[bool]] = defaultdict(list)
+    for log in logs:
+        key = (log.seed, log.scenario_template, log.difficulty)
+        by_cell[key[1:]]["model"].append(log.total_reward)
+        passes[key].append(log.total_reward > naive[key] + 1e-9)
+    for name, played in scripted.items():
+        for log in played:
+            by_cell[log.scenario_template, log.difficulty][name].append(log.total_reward)
+    columns = ["model (sampled)", *BASELINES]
+    lines = ["", "Mean reward per cell", "", "| cell | " + " | ".join(columns) + " | model pass@1 / @4 / @8 |",
+             "|---" * (len(columns) + 2) + "|"]
+    for t, d in cells():
+        cell_passes = [v for (s, tt, dd), v in passes.items() if (tt, dd) == (t, d)]
+        ks = " / ".join(f"{statistics.fmean(pass_at_k(len(v), sum(v), k) for v in cell_passes):.2f}"
+                        for k in KS if k <= args.samples)
+        lines.append(f"| {t} {d} | " + " | ".join(f"{statistics.fmean(by_cell[t, d][n]):.2f}"
+                                                   for n in ("model", *BASELINES)) + f" | {ks} |")
+    overall = {n: statistics.fmean(r for c in by_cell.values() for r in c[n]) for n in ("model", *BASELINES)}
+    lines.append("| all cells | " + " | ".join(f"{overall[n]:.2f}" for n in ("model", *BASELINES)) + " | " + " / ".join(
+        f"{statistics.fmean(pass_at_k(len(v), sum(v), k) for v in passes.values()):.2f}" for k in KS if k <= args.samples)
+        + " |")
+    print("\n".join(lines))
+    use = skill_use(logs)
+    full = skill_use(scripted["reader+defender+asker"])
+    print("\nSkill use where its trigger shows (used / chances): model sampled | all-skills Scientist")
+    for skill in SKILLS:
+        (u, c), (fu, fc) = use[skill], full[skill]
+        print(f"  {skill:<7} {u / c if c else float('nan'):.3f} ({u}/{c}) | {fu / fc if fc else float('nan'):.3f} ({fu}/{fc})")
+    recorded = [record_episode(s, t, d, scientist="reader+defender+asker")[::2] for s, t, d in grid]
+    probs = decision_probabilities(policy, recorded)
+    print("\nAt the all-skills Scientist's chances (teacher-forced): P(the skill's action type) | mean per-token "
+          "P(its whole reply)")
+    for skill in SKILLS:
+        p = probs.get(skill, {"action_type": [], "reply": []})
+        if p["action_type"]:
+            print(f"  {skill:<7} {statistics.fmean(p['action_type']):.3f} | {statistics.fmean(p['reply']):.3f} "
+                  f"over {len(p['action_type'])} turns")
+        else:
+            print(f"  {skill:<7} no chances on these seeds")
+    return 0
