@@ -149,8 +149,9 @@ def test_bench_policy_measures_a_model_next_to_the_scripted_scientists(capsys, p
     for skill in ("read", "defend", "ask"):
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(skill) and "|" in ln and "/" in ln)
         assert line.rstrip().endswith(")") and "| 1.000 (" in line
-    probs = [float(v) for pair in re.findall(r"^  \w+ +([0-9.]+) \| ([0-9.]+) over", out, re.M) for v in pair]
-    assert probs and all(0.0 <= p <= 1.0 for p in probs)
+    found = re.findall(r"^  \w+ +([0-9.]+) \| ([0-9.]+|-) over", out, re.M)
+    probs = [float(v) for pair in found for v in pair if v != "-"]
+    assert probs and all(0.0 <= p <= 1.0 for p in probs) and "naive Scientist's chats" in out
 
 
 def test_pass_at_k_is_the_unbiased_estimate():

@@ -10,7 +10,9 @@ difficulty x ``--seeds`` validation seeds:
   (``replicalab.skill_use``);
 - **the decision, teacher-forced**: at every chance of every skill in the all-skills Scientist's own chats, the
   model's probability of the skill's action type after ``{"action_type":`` and its mean per-token probability of
-  the skill's whole reply (the probability that sampling takes the skill where it pays).
+  the skill's whole reply (the probability that sampling takes the skill where it pays); and the same action-type
+  probability at the chances in the naive Scientist's chats, where the history so far holds no skill (a policy
+  that infers a persona from the history takes the skill less there).
 
 Baselines (the scripted Scientists) are played in the same run.
 """
@@ -24,11 +26,17 @@ import time
 from collections import defaultdict
 
 from replicalab.lab import LAB_POLICIES
+from replicalab.skill_use import skill_chances
 from training.argtypes import positive_float, positive_int
 
 KS = (1, 4, 8)
 ACTION_PREFIX = '{"action_type":'
 BASELINES = ("naive", "adaptive", "reader+defender+asker")
+#: Whose chats the decision is read in: the skilled Scientist's own, and the naive one's (the same chances after a
+#: history without skills: a warm start that infers its persona from the history uses the skill less there).
+HISTORIES = ("reader+defender+asker", "naive")
+#: The action type each skill writes at its chance.
+SKILL_ACTION = {"read": "revise_protocol", "defend": "revise_protocol", "ask": "request_info"}
 #: Episodes per batched ``play_jobs`` call (bounds the KV cache of one generation).
 CHUNK = 96
 
@@ -50,31 +58,36 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def decision_probabilities(policy, episodes) -> dict[str, dict[str, list[float]]]:
     """``{skill: {"action_type": [...], "reply": [...]}}`` over the skill's chances in ``episodes`` (``(chat examples,
-    log)`` of the all-skills Scientist): P(its action type) and the mean per-token probability of its whole reply."""
-    import torch
-
-    from replicalab.skill_use import skill_chances
-
-    tok, model = policy.tokenizer, policy.model
+    log)`` of a scripted Scientist): the model's probability of the skill's action type (``SKILL_ACTION``) after
+    ``{"action_type":``, and, where the recorded turn is the skill's own reply, its mean per-token probability."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"action_type": [], "reply": []})
     for examples, log in episodes:
         for chance in skill_chances(log):
             turn = examples[chance.turn]
-            reply = turn["completion"][0]["content"]
             prompt = policy.encode_chat(turn["prompt"])
-            ids = tok.encode(reply, add_special_tokens=False)
-            with torch.no_grad():
-                logits = model(torch.tensor([prompt + ids], device=model.device)).logits[0].float()
-            targets = torch.tensor(ids, device=logits.device)[:, None]
-            logp = logits.log_softmax(-1)[len(prompt) - 1:-1].gather(1, targets)[:, 0]
-            # the tokens that write the action type's value (whatever way this tokenizer splits the reply)
-            start = len(ACTION_PREFIX)
-            end = start + len(reply[start:].split(",")[0])
-            ends = [len(tok.decode(ids[:i + 1])) for i in range(len(ids))]
-            span = [i for i in range(len(ids)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
-            out[chance.skill]["action_type"].append(math.exp(logp[span].sum().item()))
-            out[chance.skill]["reply"].append(math.exp(logp.mean().item()))
+            head = f'{ACTION_PREFIX}"{SKILL_ACTION[chance.skill]}",'
+            logp, ends = _reply_logprobs(policy, prompt, head)
+            start, end = len(ACTION_PREFIX), len(head) - 1
+            span = [i for i in range(len(ends)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
+            out[chance.skill]["action_type"].append(math.exp(sum(logp[i] for i in span)))
+            if chance.used:
+                logp, _ = _reply_logprobs(policy, prompt, turn["completion"][0]["content"])
+                out[chance.skill]["reply"].append(math.exp(statistics.fmean(logp)))
     return out
+
+
+def _reply_logprobs(policy, prompt: list[int], text: str) -> tuple[list[float], list[int]]:
+    """The model's log-probability of each token of ``text`` after ``prompt``, and the character end of each token
+    (whatever way this tokenizer splits the text)."""
+    import torch
+
+    tok, model = policy.tokenizer, policy.model
+    ids = tok.encode(text, add_special_tokens=False)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + ids], device=model.device)).logits[0].float()
+    targets = torch.tensor(ids, device=logits.device)[:, None]
+    logp = logits.log_softmax(-1)[len(prompt) - 1:-1].gather(1, targets)[:, 0].tolist()
+    return logp, [len(tok.decode(ids[:i + 1])) for i in range(len(ids))]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,15 +153,14 @@ def run(args: argparse.Namespace) -> int:
     for skill in SKILLS:
         (u, c), (fu, fc) = use[skill], full[skill]
         print(f"  {skill:<7} {u / c if c else float('nan'):.3f} ({u}/{c}) | {fu / fc if fc else float('nan'):.3f} ({fu}/{fc})")
-    recorded = [record_episode(s, t, d, scientist="reader+defender+asker")[::2] for s, t, d in grid]
-    probs = decision_probabilities(policy, recorded)
-    print("\nAt the all-skills Scientist's chances (teacher-forced): P(the skill's action type) | mean per-token "
-          "P(its whole reply)")
-    for skill in SKILLS:
-        p = probs.get(skill, {"action_type": [], "reply": []})
-        if p["action_type"]:
-            print(f"  {skill:<7} {statistics.fmean(p['action_type']):.3f} | {statistics.fmean(p['reply']):.3f} "
-                  f"over {len(p['action_type'])} turns")
-        else:
-            print(f"  {skill:<7} no chances on these seeds")
+    for history in HISTORIES:
+        recorded = [record_episode(s, t, d, scientist=history)[::2] for s, t, d in grid]
+        probs = decision_probabilities(policy, recorded)
+        print(f"\nAt the skills' chances in the {history} Scientist's chats (teacher-forced): P(the skill's action "
+              "type) | mean per-token P(the skill's whole reply, where the chat's turn is it)")
+        for skill in SKILLS:
+            p = probs.get(skill, {"action_type": [], "reply": []})
+            reply = f"{statistics.fmean(p['reply']):.3f}" if p["reply"] else "-"
+            print(f"  {skill:<7} {statistics.fmean(p['action_type']):.3f} | {reply} over {len(p['action_type'])} turns"
+                  if p["action_type"] else f"  {skill:<7} no chances on these seeds")
     return 0
