@@ -28,8 +28,8 @@ def _copies(copy_circuit: bool, half: int = HALF, **arch: float) -> tuple[float,
     return accuracy, probs.gather(1, target[:, None]).mean().item()
 
 
-def _copy_accuracy(copy_circuit: bool, half: int = HALF) -> float:
-    return _copies(copy_circuit, half)[0]
+def _copy_accuracy(copy_circuit: bool, half: int = HALF, **arch: float) -> float:
+    return _copies(copy_circuit, half, **arch)[0]
 
 
 def test_copy_circuit_copies_before_training() -> None:
@@ -40,7 +40,9 @@ def test_copy_circuit_copies_before_training() -> None:
 def test_copy_circuit_tells_a_quarter_of_the_vocabulary_apart() -> None:
     # the copied value spans the whole head: with only the query/key code dims, about 2% of 500 copies
     # read as another token
-    assert _copy_accuracy(True, half=VOCAB // 4) >= 0.99
+    assert _copy_accuracy(True, half=VOCAB // 4, copy_recency=0.0) >= 0.99
+    # the shipped recency term (a pull toward nearer matches) costs a few of 500 copies made 500 tokens back
+    assert _copy_accuracy(True, half=VOCAB // 4) >= 0.95
 
 
 def test_copy_scale_makes_the_copy_more_confident() -> None:
