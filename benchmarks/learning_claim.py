@@ -26,6 +26,13 @@ def load(path: str) -> dict:
     return json.loads((p / "report.json" if p.is_dir() else p).read_text())
 
 
+def _versus(a: dict, b: dict) -> str:
+    """``above`` or ``below`` when the 95% intervals of ``a`` and ``b`` are apart, else ``overlap``."""
+    if a["ci95"][0] > b["ci95"][1]:
+        return "above"
+    return "below" if a["ci95"][1] < b["ci95"][0] else "overlap"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+")
@@ -36,15 +43,15 @@ def main() -> None:
     warm = next((rep["agents"][args.warm_start]["overall"] for _, rep in reports if args.warm_start in rep["agents"]),
                 None)
     shares = []
-    print("| report | trained | " + " | ".join(BASELINES) + " | warm start | all skills | apart from all three | "
-          "share of the gap closed | skill use read / defend / ask |")
+    print("| report | trained | " + " | ".join(BASELINES) + " | warm start | all skills | against naive / adaptive / warm "
+          "start | share of the gap closed | skill use read / defend / ask |")
     print("|---" * 9 + "|")
     for name, rep in reports:
         agents = rep["agents"]
         trained_spec = next(s for s in agents if s.startswith(args.trained_prefix))
         trained = agents[trained_spec]["overall"]
         others = [agents[b]["overall"] for b in BASELINES] + ([warm] if warm else [])
-        apart = all(trained["ci95"][0] > o["ci95"][1] for o in others)
+        apart = " / ".join(_versus(trained, o) for o in others)
         best = max(o["mean_reward"] for o in others)
         top = agents[ALL_SKILLS]["overall"]["mean_reward"]
         share = (trained["mean_reward"] - best) / (top - best)
@@ -55,7 +62,7 @@ def main() -> None:
             return f"{o['mean_reward']:.2f} [{o['ci95'][0]:.2f}, {o['ci95'][1]:.2f}]"
 
         print(f"| {name} | {cell(trained)} | " + " | ".join(cell(agents[b]["overall"]) for b in BASELINES)
-              + f" | {cell(warm) if warm else '-'} | {top:.2f} | {'yes' if apart else 'no'} | {share:+.3f} | "
+              + f" | {cell(warm) if warm else '-'} | {top:.2f} | {apart} | {share:+.3f} | "
               + " / ".join(f"{use[s]['use_rate']:.2f}" for s in ("read", "defend", "ask") if s in use) + " |")
     spread = statistics.stdev(shares) if len(shares) > 1 else 0.0
     print(f"\nshare of the gap closed over {len(shares)} seeds: mean {statistics.fmean(shares):+.3f}, "
