@@ -198,9 +198,11 @@ def test_an_interrupted_sweep_resumes_to_the_same_table(policy_coin_model_dir: P
     drained.start()
     first = tmp_path / "b" / "s" / "s-trial-0" / "checkpoints"
     deadline = time.time() + SWEEP_WAIT_S
-    while not (first.is_dir() and any(first.glob("checkpoint-2/manifest.json"))) and time.time() < deadline:
-        time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the middle of trial 0
+    # Ctrl-C in the middle of trial 0: at its first sealed checkpoint, two steps before its end (at the second, the
+    # sweep could finish before the signal lands)
+    while not (first.is_dir() and any(first.glob("checkpoint-1/manifest.json"))) and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
     proc.wait(timeout=SWEEP_WAIT_S)
     assert not (tmp_path / "b" / "s" / "trials.csv").exists()
     again = subprocess.run(_sweep_command(cut, tmp_path / "b.yaml", "--resume"), cwd=REPO, env=env,
