@@ -192,8 +192,11 @@ def test_an_interrupted_sweep_resumes_to_the_same_table(policy_coin_model_dir: P
     assert done.returncode == 0, done.stderr[-3000:]
 
     cut = sweep_config(policy_coin_model_dir, tmp_path / "b", steps=3)
+    # the sweep must hear Ctrl-C even where this test runs with SIGINT ignored (a background job of a
+    # non-interactive shell): its child then starts with the default disposition
     proc = subprocess.Popen(_sweep_command(cut, tmp_path / "b.yaml"), cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     drained = threading.Thread(target=proc.stdout.read, daemon=True)
     drained.start()
     first = tmp_path / "b" / "s" / "s-trial-0" / "checkpoints"
