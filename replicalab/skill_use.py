@@ -57,6 +57,11 @@ class _Past:
     asked: set[str] = field(default_factory=set)
     counters: int = 0
 
+    def items(self) -> list[str]:
+        """The equipment and reagents of the Scientist's latest plan."""
+        own = self.plans[-1] if self.plans else {}
+        return own.get("required_equipment", []) + own.get("required_reagents", [])
+
 
 def _read(obs: ScientistObservation, action: dict, past: _Past) -> Optional[bool]:
     moved, method = last_suggestion(obs).get("technique", ""), cross_check_method(obs)
@@ -79,9 +84,7 @@ def _defend(obs: ScientistObservation, action: dict, past: _Past) -> Optional[bo
 
 
 def _ask(obs: ScientistObservation, action: dict, past: _Past) -> Optional[bool]:
-    own = past.plans[-1] if past.plans else {}
-    items = own.get("required_equipment", []) + own.get("required_reagents", [])
-    named = [i for i in unusable_items(lab_message(obs), items) if i not in past.asked]
+    named = [i for i in unusable_items(lab_message(obs), past.items()) if i not in past.asked]
     if not named:
         return None
     return any(item in q for q in _questions(action) for item in named)
@@ -123,8 +126,7 @@ def skill_chances(log: EpisodeLog) -> list[SkillChance]:
 
 
 def _items_named(question: str, past: _Past) -> list[str]:
-    own = past.plans[-1] if past.plans else {}
-    return [i for i in own.get("required_equipment", []) + own.get("required_reagents", []) if i in question]
+    return [i for i in past.items() if i in question]
 
 
 def skill_use(logs: Iterable[EpisodeLog]) -> dict[str, tuple[int, int]]:
