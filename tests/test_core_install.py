@@ -44,12 +44,12 @@ def test_play_and_bench_env_and_skills_need_only_the_core_install(tmp_path: Path
 
 
 @pytest.mark.parametrize("args", [
-    ("train", "grpo.max_steps=1"),
+    ("train", "grpo.max_steps=1", "output_dir=OUT"),
     ("eval", "--agent", "scripted:naive", "--episodes", "2", "--out", "OUT"),
     ("play", "--scientist", "model:default"),
 ])
 def test_a_command_that_needs_the_training_extra_says_so_in_one_line(args: tuple[str, ...], tmp_path: Path) -> None:
-    got = run_without_extra(*(str(tmp_path / "out") if a == "OUT" else a for a in args))
+    got = run_without_extra(*(a.replace("OUT", str(tmp_path / "out")) for a in args))
     assert got.returncode == EXIT_USAGE
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and TRAIN_EXTRA_HINT in lines[0] and "training extra" in lines[0], got.stderr

@@ -11,12 +11,19 @@
 Without skills it is the naive Scientist's play (propose the published protocol, accept whatever comes).
 A skill acts only where its trigger shows; where several could act, read goes first, then ask, then
 defend.  ``SKILL_SCIENTISTS`` names every combination for the seat vocabulary.
+
+With ``rate`` set, the Scientist decides per chance instead of per episode: at each turn where a skill's
+trigger shows it uses the skill with probability ``rate`` (a coin of its own ``random.Random(seed)``), and
+at its opening it writes the brief's minimum sample size with the same probability.  Each coin is
+independent of the others, so what it did earlier says nothing about what it does at the next chance (the
+warm start's transcripts: ``training.model.sft_data``).
 """
 
 from __future__ import annotations
 
+import random
 from itertools import combinations
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 from replicalab.agents.brief import (
     CROSS_CHECK_RATIONALE,
@@ -54,34 +61,47 @@ def skills_name(skills: Iterable[str]) -> str:
 class SkilledScientist:
     """A scripted Scientist playing ``skills`` (a subset of SKILLS).  Build a fresh one per episode."""
 
-    def __init__(self, skills: Iterable[str] = ()) -> None:
+    def __init__(self, skills: Iterable[str] = (), *, rate: Optional[float] = None, seed: int = 0) -> None:
         self.skills = frozenset(skills)
         unknown = self.skills - set(SKILLS)
         if unknown:
             raise ValueError(f"unknown skills {sorted(unknown)}; valid: {', '.join(SKILLS)}")
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be within [0, 1], got {rate}")
+        self.rate = rate
+        self.rng = random.Random(seed)
         self.switched = False
         self.counters = 0
         self.asked: set[str] = set()
         self.plan: dict = {}
+        # whether own plans carry the brief's minimum sample size (the defend skill; per-chance: a coin at the opening)
+        self.at_minimum = "defend" in self.skills
+
+    def _coin(self) -> bool:
+        """Whether to use a skill at this chance: always per episode, with probability ``rate`` per chance."""
+        return self.rate is None or self.rng.random() < self.rate
 
     def _write(self, kind: SA, fields: dict, rationale: str, obs: ScientistObservation) -> ScientistAction:
         fields = dict(fields)
         minimum = minimum_sample_size(obs)
-        if "defend" in self.skills and minimum:
+        if self.at_minimum and minimum:
             fields["sample_size"] = minimum
         self.plan = fields
         return ScientistAction(action_type=kind, rationale=rationale, **fields)
 
     def __call__(self, obs: ScientistObservation) -> ScientistAction:
         if obs.current_protocol is None:
+            self.at_minimum = "defend" in self.skills and self._coin()
             return self._write(SA.PROPOSE_PROTOCOL, published_protocol(obs), OPENING_RATIONALE, obs)
         if last_lab_manager_action(obs) == "accept":
             return ACCEPT
         for skill in PRECEDENCE:
             if skill in self.skills:
+                before = (self.switched, self.counters, set(self.asked), self.plan, self.at_minimum)
                 action = getattr(self, f"_{skill}")(obs)
-                if action is not None:
+                if action is not None and self._coin():
                     return action
+                self.switched, self.counters, self.asked, self.plan, self.at_minimum = before  # declined
         return ACCEPT
 
     def _read(self, obs: ScientistObservation) -> ScientistAction | None:
@@ -116,6 +136,7 @@ class SkilledScientist:
         if not dropped and offer["sample_size"] >= minimum:
             return None
         self.counters += 1
+        self.at_minimum = True
         offer["controls"] = offer["controls"] + dropped
         return self._write(SA.REVISE_PROTOCOL, offer, COUNTER_RATIONALE, obs)
 

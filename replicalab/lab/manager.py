@@ -20,7 +20,8 @@ It always emits a valid ``LabManagerAction`` whose flags are the lab's truth.
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+import random
+from typing import Callable, Literal, Optional
 
 from replicalab.lab.feasibility import Feasibility, FeasibilityReport
 from replicalab.lab.repair import repair_plan
@@ -86,7 +87,10 @@ class ScriptedLabManager:
     (``ReplicaLabEnv.feasibility``) to share the plans it has already checked (a fresh one when None).
     """
 
-    def __init__(self, scenario: Scenario, policy: LabPolicy = "thrifty", feasibility: Feasibility | None = None):
+    def __init__(self, scenario: Scenario, policy: LabPolicy = "thrifty", feasibility: Feasibility | None = None,
+                 *, thrifty_rate: Optional[float] = None, seed: int = 0):
+        if thrifty_rate is not None and not 0.0 <= thrifty_rate <= 1.0:
+            raise ValueError(f"thrifty_rate must be within [0, 1], got {thrifty_rate}")
         if policy not in LAB_POLICIES:
             raise ValueError(f"unknown Lab Manager policy {policy!r}; valid: {', '.join(LAB_POLICIES)}")
         if feasibility is not None and feasibility.scenario is not scenario:
@@ -94,6 +98,10 @@ class ScriptedLabManager:
         self.scenario = scenario
         self.policy = policy
         self.feasibility = feasibility or Feasibility(scenario)
+        #: With ``thrifty_rate`` the policy is drawn per turn (thrifty with that probability, else cooperative,
+        #: from ``random.Random(seed)``) instead of fixed for the episode: the warm start's transcripts.
+        self.thrifty_rate = thrifty_rate
+        self.rng = random.Random(seed)
 
     def __call__(self, obs: LabManagerObservation) -> LabManagerAction:
         history = obs.conversation_history
@@ -120,6 +128,8 @@ class ScriptedLabManager:
                 explanation=f"The current plan fails: {_reasons(report)}.",
             )
         repaired = repair_plan(protocol, self.scenario)
+        if self.thrifty_rate is not None:
+            self.policy = "thrifty" if self.rng.random() < self.thrifty_rate else "cooperative"
         if repaired is not None and self.policy == "thrifty":
             repaired = thrifty_cut(repaired, self.scenario)
         changes = _changes(protocol, repaired) if repaired is not None else {}

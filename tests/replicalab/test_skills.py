@@ -154,3 +154,32 @@ def test_a_thrifty_suggestion_drops_the_costliest_control_and_cuts_the_sample():
         coop_n = cooperative.suggested_sample_size or paper.sample_size
         assert thrifty.suggested_sample_size == max(1, int(coop_n * THRIFTY_SAMPLE_FRACTION))
         assert lab_obs.control_costs == {c: scenario.control_costs[c] for c in paper.controls}
+
+
+def test_a_per_chance_scientist_flips_a_seeded_coin_at_each_chance_and_a_per_turn_lab_mixes_moves() -> None:
+    """``SkilledScientist(rate=...)`` is deterministic for its seed, uses a skill at some chances and declines it at
+    others (rate 0: the naive play; rate 1: the all-skills play), and ``ScriptedLabManager(thrifty_rate=...)``
+    plays both policies' moves across episodes, deterministically for its seed."""
+    from replicalab import ReplicaLabEnv, generate_scenario, run_episode
+    from replicalab.agents import SKILLS, SkilledScientist
+    from replicalab.lab import ScriptedLabManager
+    from replicalab.skill_use import skill_chances
+
+    def play(seed, agent, lab=None):
+        return run_episode(ReplicaLabEnv(), agent, lab, seed=seed, template="cell_biology", difficulty="hard")
+
+    used = [c.used for s in range(30) for c in skill_chances(play(s, SkilledScientist(SKILLS, rate=0.5, seed=s)))]
+    assert 0 < sum(used) < len(used)
+    for s in range(5):
+        twice = [play(s, SkilledScientist(SKILLS, rate=0.5, seed=9)) for _ in range(2)]
+        assert twice[0] == twice[1]
+        assert play(s, SkilledScientist(SKILLS, rate=1.0, seed=s)) == play(s, SkilledScientist(SKILLS))
+        assert play(s, SkilledScientist(SKILLS, rate=0.0, seed=s)).total_reward == play(s, SkilledScientist()).total_reward
+    policies = set()
+    for s in range(20):
+        lab = ScriptedLabManager(generate_scenario(s, "cell_biology", "medium"), thrifty_rate=0.5, seed=s)
+        run_episode(ReplicaLabEnv(), SkilledScientist(), lab, seed=s, template="cell_biology", difficulty="medium")
+        policies.add(lab.policy)
+    assert policies == {"thrifty", "cooperative"}
+    with pytest.raises(ValueError, match="rate"):
+        SkilledScientist(SKILLS, rate=2.0)

@@ -158,12 +158,13 @@ class DefaultModelConfig(BaseModel):
 
     Transcripts come from scripted episodes on ``n_train_seeds`` seeds taken from the start of
     ``TRAIN_SEEDS`` (never ``VALIDATION_SEEDS`` or ``TEST_SEEDS``), each played on every template x difficulty.  The
-    Scientist seat of each episode has each of the game's skills on its own with probability ``skill_rate``
-    (``replicalab.agents.skilled``; none: the naive Scientist); the Lab Manager seat is ``ScriptedLabManager``.
+    Scientist seat decides per chance: at each turn where a skill's trigger shows it uses the skill with
+    probability ``skill_rate`` (``replicalab.agents.skilled``); the Lab Manager seat (``ScriptedLabManager``)
+    makes the thrifty move with probability ``lab_thrifty_rate`` at each turn, else the cooperative one.
     Both seats' turns become examples.
 
-    Scientists with and without a skill open alike and differ where the skill's trigger shows, so the warm
-    start takes each skill at about ``skill_rate`` of its chances, and a GRPO group holds both answers.
+    Every coin is independent, so the warm start's probability of a skill at its chance does not depend on what
+    the Scientist did earlier in the episode, and a group branched at a chance holds both answers.
     """
 
     model_config = STRICT
@@ -182,8 +183,11 @@ class DefaultModelConfig(BaseModel):
         "Training seeds (from the start of TRAIN_SEEDS) whose scripted episodes, on every template x "
         "difficulty, make the transcripts."))
     skill_rate: float = Field(default=0.5, ge=0.0, le=1.0, description=(
-        "Each transcript episode's Scientist has each skill on its own with this probability (none: the naive "
-        "Scientist), so the warm start takes each skill at about this share of its chances."))
+        "The transcript Scientist uses a skill at each of its chances with this probability, a coin per chance "
+        "(replicalab.agents.skilled), so the warm start's P(skill | chance) does not depend on the history."))
+    lab_thrifty_rate: float = Field(default=0.5, ge=0.0, le=1.0, description=(
+        "The transcript Lab Manager makes the thrifty move at each turn with this probability, else the "
+        "cooperative one (per turn, not per episode)."))
     max_rounds: int = Field(default=6, ge=1, description="Rounds per transcript episode.")
     scientist_first_turn_repeats: int = Field(default=1, ge=0, description=(
         "Extra copies of each Scientist opening turn (the protocol proposal) among the SFT examples."))

@@ -80,10 +80,12 @@ def model_card(info: dict[str, Any]) -> str:
         "## Data",
         f"- {tr['episodes']} scripted episodes: training seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} seeds, "
         "from `TRAIN_SEEDS` only) x every template x every difficulty",
-        f"- Scientist seat: scripted Scientists with each skill drawn on its own at rate {cfg.get('skill_rate')} "
-        f"(episodes with each skill: {tr.get('skill_episodes', {})}; with none, the naive Scientist: "
-        f"{tr['naive_episodes']}); {tr.get('chance_turns_used', 0)} of {tr.get('chance_turns', 0)} turns at a "
-        "skill's chance use it; the Lab Manager seat (`ScriptedLabManager`) learns from every episode",
+        f"- Scientist seat: a scripted Scientist that decides per chance: at each turn where a skill's trigger "
+        f"shows it uses the skill with probability {cfg.get('skill_rate')} (chances per skill: "
+        f"{tr.get('skill_chances', {})}, uses: {tr.get('skill_uses', {})}); {tr.get('chance_turns_used', 0)} of "
+        f"{tr.get('chance_turns', 0)} turns at a skill's chance use it",
+        f"- Lab Manager seat: `ScriptedLabManager` deciding per turn, the thrifty move with probability "
+        f"{cfg.get('lab_thrifty_rate')}, else the cooperative one; it learns from every episode",
         f"- turns: {tr['examples_scientist']} scientist, {tr['examples_lab_manager']} lab manager, in the rollouts' "
         "append-only chat format (`replicalab.prompts.RoleChat`: turn 1 = `build_messages`, turn k = the chat so far "
         "+ the reply + `followup_message`); each seat's whole episode is one example with the loss on every "

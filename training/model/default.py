@@ -283,7 +283,8 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     fingerprint = model_fingerprint(cfg)
     torch.set_num_threads(cfg.torch_threads)
     _say(progress, f"recording scripted transcripts on {cfg.n_train_seeds} train seeds")
-    sci, lab, stats = collect_transcripts(cfg.n_train_seeds, skill_rate=cfg.skill_rate, max_rounds=cfg.max_rounds,
+    sci, lab, stats = collect_transcripts(cfg.n_train_seeds, skill_rate=cfg.skill_rate,
+                                          lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds,
                                           shuffle_seed=cfg.sft.seed, progress=progress)
     labelled = training_examples(sci, lab, cfg.scientist_first_turn_repeats, cfg.scientist_decision_turn_repeats)
     examples = [ex for _, ex in labelled]

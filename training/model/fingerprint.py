@@ -26,7 +26,7 @@ from typing import Any, Optional
 from training.config.model import SPECIAL_TOKENS, DefaultModelConfig
 
 #: Version of the build code; bump when a change to it changes the model it builds.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 #: Training seeds whose scripted episodes (x every template x difficulty) the fingerprint hashes.
 FINGERPRINT_SEEDS = 12
 #: Config fields (dotted) that do not change what is built: threads and logging.
@@ -46,11 +46,13 @@ def recipe_config(cfg: DefaultModelConfig) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=4)
-def _transcripts(n_seeds: int, skill_rate: float, max_rounds: int, shuffle_seed: int) -> dict[str, list]:
+def _transcripts(n_seeds: int, skill_rate: float, lab_thrifty_rate: float, max_rounds: int,
+                 shuffle_seed: int) -> dict[str, list]:
     """Both seats' transcripts of the first ``n_seeds`` training seeds (cached: never modify them)."""
     from training.model.sft_data import collect_transcripts
 
-    scientist, lab_manager, _ = collect_transcripts(n_seeds, skill_rate=skill_rate, max_rounds=max_rounds,
+    scientist, lab_manager, _ = collect_transcripts(n_seeds, skill_rate=skill_rate, lab_thrifty_rate=lab_thrifty_rate,
+                                                    max_rounds=max_rounds,
                                                     shuffle_seed=shuffle_seed)
     return {"scientist": scientist, "lab_manager": lab_manager}
 
@@ -63,7 +65,8 @@ def fingerprint_inputs(cfg: DefaultModelConfig) -> dict[str, Any]:
     """Everything the fingerprint hashes (see the module docstring)."""
     from training.model.tokenizer import CHAT_TEMPLATE
 
-    transcripts = _transcripts(min(FINGERPRINT_SEEDS, cfg.n_train_seeds), cfg.skill_rate, cfg.max_rounds, cfg.sft.seed)
+    transcripts = _transcripts(min(FINGERPRINT_SEEDS, cfg.n_train_seeds), cfg.skill_rate, cfg.lab_thrifty_rate,
+                               cfg.max_rounds, cfg.sft.seed)
     return {
         "recipe_version": RECIPE_VERSION,
         "config": recipe_config(cfg),

@@ -21,8 +21,7 @@ from replicalab import (
     generate_scenario,
     run_episode,
 )
-from replicalab.agents import SCIENTIST_FACTORIES, SKILLS, skills_name
-from replicalab.agents.skilled import SKILL_NAMES
+from replicalab.agents import SCIENTIST_FACTORIES, SKILLS, SkilledScientist
 from replicalab.lab import ScriptedLabManager
 from replicalab.models import EpisodeLog, InvalidAction
 from replicalab.parsing import format_action
@@ -41,9 +40,9 @@ class TranscriptStats:
     """What the transcript collection produced (reported in the model card)."""
 
     episodes: int
-    #: Episodes whose Scientist had no skill (the naive Scientist), and those whose Scientist had each skill.
-    naive_episodes: int
-    skill_episodes: dict[str, int]
+    #: Per skill: the Scientist turns at its chance, and those at which the Scientist used it.
+    skill_chances: dict[str, int]
+    skill_uses: dict[str, int]
     examples_scientist: int
     examples_lab_manager: int
     #: Scientist turns at a skill's chance (``replicalab.skill_use``), and those at which the skill was used.
@@ -94,56 +93,63 @@ def episode_grid(n_seeds: int) -> Iterator[tuple[int, str, str]]:
 SCIENTISTS = tuple(n for n in SCIENTIST_FACTORIES if n not in PRIVILEGED_SCIENTISTS + ("random",))
 
 
-def record_episode(seed: int, template: str, difficulty: str, *, scientist: str = "adaptive",
+def record_episode(seed: int, template: str, difficulty: str, *, scientist: str = "naive",
+                   agent: Callable[[Any], Any] | None = None, lab_manager: ScriptedLabManager | None = None,
                    max_rounds: int = 6) -> tuple[Transcript, Transcript, EpisodeLog]:
-    """Play one scripted episode (the named scripted Scientist, one of ``SCIENTISTS``, vs
-    ``ScriptedLabManager``); return both seats' transcripts and the log."""
-    if scientist not in SCIENTISTS:
+    """Play one scripted episode (``agent``, else the named scripted Scientist, one of ``SCIENTISTS``, vs
+    ``lab_manager``, else the default ``ScriptedLabManager``); return both seats' transcripts and the log."""
+    if agent is None and scientist not in SCIENTISTS:
         raise ValueError(f"unknown transcript scientist {scientist!r}; choose one of {', '.join(SCIENTISTS)}")
-    recorded = _Recorder(SCIENTIST_FACTORIES[scientist](seed, template, difficulty))
-    lab_manager = _Recorder(ScriptedLabManager(generate_scenario(seed, template, difficulty)))
+    recorded = _Recorder(agent or SCIENTIST_FACTORIES[scientist](seed, template, difficulty))
+    lab_manager = _Recorder(lab_manager or ScriptedLabManager(generate_scenario(seed, template, difficulty)))
     log = run_episode(ReplicaLabEnv(max_rounds=max_rounds), recorded, lab_manager,
                       seed=seed, template=template, difficulty=difficulty)
     return recorded.examples, lab_manager.examples, log
 
 
-def draw_scientist(rng: random.Random, skill_rate: float) -> str:
-    """A scripted Scientist with each skill drawn on its own with probability ``skill_rate`` (``naive``: none)."""
-    return skills_name([skill for skill in SKILLS if rng.random() < skill_rate])
+def chance_scientist(seed: int, skill_rate: float) -> SkilledScientist:
+    """A scripted Scientist with every skill that uses each at a chance with probability ``skill_rate``, a coin
+    per chance (``SkilledScientist(rate=...)``): what it did earlier in the episode says nothing about its next
+    decision."""
+    return SkilledScientist(SKILLS, rate=skill_rate, seed=seed)
 
 
 def collect_transcripts(
-    n_seeds: int, *, skill_rate: float = 0.5, max_rounds: int = 6, shuffle_seed: int = 0, progress: bool = False,
+    n_seeds: int, *, skill_rate: float = 0.5, lab_thrifty_rate: float = 0.5, max_rounds: int = 6,
+    shuffle_seed: int = 0, progress: bool = False,
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
-    One transcript per seat and episode, shuffled with ``random.Random(shuffle_seed)``.  Each episode's
-    Scientist is drawn with the same RNG (``draw_scientist``): every skill on its own with probability
-    ``skill_rate``, so at each skill's chance about that share of the transcripts use it and the rest answer
-    as the naive Scientist does.  Each Scientist example at a skill's chance is marked ``"skill_chance": True``
-    (``is_skill_chance``).  ``progress`` shows a progress bar on a terminal.
+    One transcript per seat and episode, shuffled with ``random.Random(shuffle_seed)``.  The Scientist decides
+    per chance (``chance_scientist``): at every turn where a skill's trigger shows it uses the skill with
+    probability ``skill_rate``, so P(skill | chance) does not depend on the episode's history.  The Lab Manager
+    decides per turn too: the thrifty lab's move with probability ``lab_thrifty_rate``, else the cooperative
+    one's.  Both coins are seeded per episode from the same RNG.  Each Scientist example at a skill's chance is
+    marked ``"skill_chance": True`` (``is_skill_chance``).  ``progress`` shows a progress bar on a terminal.
     """
     from tqdm import tqdm
 
-    if not 0.0 <= skill_rate <= 1.0:
-        raise ValueError(f"skill_rate must be within [0, 1], got {skill_rate}")
+    for name, rate in (("skill_rate", skill_rate), ("lab_thrifty_rate", lab_thrifty_rate)):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must be within [0, 1], got {rate}")
     rng = random.Random(shuffle_seed)
     scientist: list[Transcript] = []
     lab: list[Transcript] = []
-    naive, with_skill = 0, {skill: 0 for skill in SKILLS}
-    chances = used = 0
+    chances = {skill: 0 for skill in SKILLS}
+    uses = {skill: 0 for skill in SKILLS}
     recorded_rewards: list[float] = []
     grid = list(episode_grid(n_seeds))
     bar = tqdm(grid, desc="transcripts", unit="episode", disable=None if progress else True)
     for seed, template, difficulty in bar:
-        kind = draw_scientist(rng, skill_rate)
-        sci, lab_t, log = record_episode(seed, template, difficulty, scientist=kind, max_rounds=max_rounds)
-        naive += kind == "naive"
-        for skill, name in SKILL_NAMES.items():
-            with_skill[skill] += name in kind.split("+")
+        agent = chance_scientist(rng.randrange(2**31), skill_rate)
+        lab_agent = ScriptedLabManager(generate_scenario(seed, template, difficulty),
+                                       thrifty_rate=lab_thrifty_rate, seed=rng.randrange(2**31))
+        sci, lab_t, log = record_episode(seed, template, difficulty, agent=agent, lab_manager=lab_agent,
+                                         max_rounds=max_rounds)
         for chance in skill_chances(log):
             sci[chance.turn]["skill_chance"] = True
-            chances, used = chances + 1, used + chance.used
+            chances[chance.skill] += 1
+            uses[chance.skill] += chance.used
         scientist.append(sci)
         recorded_rewards.append(log.total_reward)
         lab.append(lab_t)
@@ -151,12 +157,12 @@ def collect_transcripts(
     rng.shuffle(lab)
     stats = TranscriptStats(
         episodes=len(grid),
-        naive_episodes=naive,
-        skill_episodes=with_skill,
+        skill_chances=chances,
+        skill_uses=uses,
         examples_scientist=sum(map(len, scientist)),
         examples_lab_manager=sum(map(len, lab)),
-        chance_turns=chances,
-        chance_turns_used=used,
+        chance_turns=sum(1 for t in scientist for ex in t if is_skill_chance(ex)),
+        chance_turns_used=sum(uses.values()),
         seeds=tuple(train_seeds(n_seeds)),
         mean_reward_recorded=sum(recorded_rewards) / max(1, len(recorded_rewards)),
     )

@@ -255,19 +255,34 @@ def test_decision_turns_are_the_skill_chances_answered_both_ways() -> None:
     assert {c.turn for c in skill_chances(log)} and max(c.turn for c in skill_chances(log)) < len(examples)
 
 
-def test_transcript_scientists_draw_each_skill_on_its_own() -> None:
-    """Every episode trains both seats; each skill is drawn at about ``skill_rate`` of the episodes, independently
-    (some episodes have two skills, some none), and rates 0 and 1 give only the naive and the all-skills Scientist."""
+def test_transcript_scientists_decide_per_chance_independently_of_the_history() -> None:
+    """Every episode trains both seats; each skill is used at about ``skill_rate`` of its chances, and whether a
+    chance is used does not depend on whether the Scientist used a skill earlier in the episode (a coin per
+    chance, not a persona per episode); rates 0 and 1 give the naive and the all-skills play."""
+    from replicalab.skill_use import skill_chances
+    from training.model.sft_data import chance_scientist, record_episode
+
     sci, lab, stats = collect_transcripts(40, skill_rate=0.5)
     assert len(lab) == len(sci) == stats.episodes == 360
-    for skill, n in stats.skill_episodes.items():
-        assert 0.4 * stats.episodes < n < 0.6 * stats.episodes, (skill, n)
-    assert 0 < stats.naive_episodes < 0.25 * stats.episodes
+    for skill, n in stats.skill_chances.items():
+        assert n >= 30 and 0.35 * n < stats.skill_uses[skill] < 0.65 * n, (skill, n, stats.skill_uses[skill])
+    after = {True: [0, 0], False: [0, 0]}  # earlier use in the episode -> [chances, uses]
+    for seed in range(60):
+        for template, difficulty in (("cell_biology", "hard"), ("ml_benchmark", "medium")):
+            _, _, log = record_episode(seed, template, difficulty, agent=chance_scientist(seed, 0.5))
+            used_before = False
+            for chance in skill_chances(log):
+                after[used_before][0] += 1
+                after[used_before][1] += chance.used
+                used_before = used_before or chance.used
+    rates = {k: uses / max(n, 1) for k, (n, uses) in after.items()}
+    assert min(n for n, _ in after.values()) >= 20 and abs(rates[True] - rates[False]) < 0.2, after
     _, _, none = collect_transcripts(2, skill_rate=0.0)
-    assert none.naive_episodes == none.episodes and none.chance_turns_used == 0
+    assert none.chance_turns > 0 and none.chance_turns_used == 0
     _, _, every = collect_transcripts(2, skill_rate=1.0)
-    assert every.naive_episodes == 0 and set(every.skill_episodes.values()) == {every.episodes}
     assert every.chance_turns_used == every.chance_turns > 0
+    with pytest.raises(ValueError, match="lab_thrifty_rate"):
+        collect_transcripts(1, lab_thrifty_rate=-0.1)
 
 
 def test_default_model_lives_under_the_repository_artifacts(monkeypatch) -> None:
