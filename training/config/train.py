@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS, VALIDATION_SEEDS
 from replicalab.scenarios import cells
 from replicalab.seats import DEFAULT_MODEL, POLICY, ROLES, SCRIPTED, other_role, parse_seat
+from training.config.branch import BranchConfig, GroupBy
 from training.config.learner import LearnerConfig
 from training.config.loading import STRICT_NUMBERS_AS_STR, load_config
 from training.config.model import SamplingConfig, VLLMConfig
@@ -157,6 +158,12 @@ class GRPOParams(BaseModel):
     model_config = STRICT_NUMBERS_AS_STR
     num_generations: int = Field(default=8, ge=2, description=(
         "Episodes per GRPO group (same seed, role and opponent); advantages are computed within a group."))
+    group_by: GroupBy = Field(default="episode", description=(
+        "What a group shares: episode (its seed: num_generations whole episodes) or turn (one decision state: a "
+        "trunk episode is played, and num_generations replies sampled at one of its turns, each played to the "
+        "end; training.rollout.branch)."))
+    branch: BranchConfig = Field(default_factory=BranchConfig, description=(
+        "Where turn-level groups branch and which tokens train (grpo.group_by=turn)."))
     groups_per_step: int = Field(default=4, ge=1, description=(
         "GRPO groups per optimizer step; a step plays groups_per_step * num_generations episodes."))
     learning_rate: float = Field(default=2e-4, gt=0.0, description="Peak AdamW learning rate.")

@@ -15,9 +15,10 @@ Snapshots are frozen copies of the policy (``SNAPSHOT_PREFIX`` + the step they w
 model, loaded once from the checkpoint and the snapshot's weights, and never receives ``set_weights``.  A job
 whose ``opponent`` names one plays it in the other role's seat.
 
-Seeding: shard ``k`` of a collect samples with seed ``sampling_seed * SHARD_SEED_STRIDE + k``
-(``RolloutSpec.shard_sampling``; the in-process backend is shard 0), so a step is reproducible for a
-given worker count, and a shard re-run after a fault replays the same episodes.
+Seeding: every shard of a collect receives the collect's ``sampling_seed`` (``RolloutSpec.shard_sampling``), and
+each model turn samples from its own stream, seeded by the collect's seed, its job id, its role and its turn
+(``training.rollout.play.row_seed``): a step plays the same episodes in-process and on any number of workers,
+a shard re-run after a fault replays the same episodes, and no turn reuses another's random stream.
 
 Sharding (``shard_jobs``): contiguous shards of near-equal size, GRPO groups kept whole when that costs
 little balance.  Every backend returns every job exactly once, in job order (``check_complete``), each
@@ -41,8 +42,6 @@ from training.rollout.records import EpisodeJob, RolloutRecord
 #: A shard boundary moves to the nearest GRPO-group boundary if that shifts it by at most this
 #: fraction of the ideal shard size; otherwise the group is split across workers.
 GROUP_CUT_TOLERANCE = 0.25
-#: Per-shard sampling seeds are ``sampling_seed * SHARD_SEED_STRIDE + shard`` (distinct below this many shards).
-SHARD_SEED_STRIDE = 1024
 #: The generation engines a rollout worker can run (``rollout.engine``).
 Engine = Literal["hf", "vllm"]
 #: A snapshot of the policy is named ``snapshot:STEP`` (the step whose weights it froze).
@@ -84,16 +83,11 @@ class RolloutSpec:
         seats = (self.scientist, self.lab_manager, *self.opponents)
         return tuple(dict.fromkeys(s for s in seats if s.startswith(MODEL_PREFIX)))
 
-    def shard_sampling(self, shard_seed: Optional[int]) -> SamplingConfig:
-        """The spec's sampling, reseeded for one shard of one collect (unchanged when ``shard_seed`` is None)."""
-        if shard_seed is None:
+    def shard_sampling(self, sampling_seed: Optional[int]) -> SamplingConfig:
+        """The spec's sampling, seeded for one collect (unchanged when ``sampling_seed`` is None)."""
+        if sampling_seed is None:
             return self.sampling
-        return self.sampling.model_copy(update={"seed": shard_seed})
-
-
-def shard_seed(sampling_seed: Optional[int], shard: int) -> Optional[int]:
-    """The seed of shard ``shard`` of a collect seeded ``sampling_seed`` (None: sampling is not reseeded)."""
-    return None if sampling_seed is None else sampling_seed * SHARD_SEED_STRIDE + shard
+        return self.sampling.model_copy(update={"seed": sampling_seed})
 
 
 class Backend(Protocol):

@@ -106,8 +106,10 @@ def explicit_generation_config(sampling: SamplingConfig, *, max_new_tokens: int,
                             return_dict_in_generate=True)
 
 
-def sampling_processors(sampling: SamplingConfig, recorder: "StepLogprobs") -> LogitsProcessorList:
-    """The configured warpers (temperature, top-k, top-p, in generate's order), then ``recorder``."""
+def sampling_processors(sampling: SamplingConfig, recorder: "StepLogprobs",
+                        row_seeds: Optional[Sequence[int]] = None) -> LogitsProcessorList:
+    """The configured warpers (temperature, top-k, top-p, in generate's order), then ``recorder``, then (with
+    ``row_seeds``, when sampling) a ``RowSampler``."""
     chain = LogitsProcessorList()
     if sampling.do_sample:
         if sampling.temperature != 1.0:
@@ -117,6 +119,8 @@ def sampling_processors(sampling: SamplingConfig, recorder: "StepLogprobs") -> L
         if sampling.top_p < 1.0:
             chain.append(TopPLogitsWarper(top_p=sampling.top_p))
     chain.append(recorder)
+    if sampling.do_sample and row_seeds is not None:
+        chain.append(RowSampler(row_seeds))
     return chain
 
 
@@ -147,6 +151,26 @@ class StepLogprobs(LogitsProcessor):
         if not self._steps:
             return torch.zeros((new_tokens.shape[0], 0))
         return torch.stack(self._steps[: new_tokens.shape[1]], dim=1)
+
+
+class RowSampler(LogitsProcessor):
+    """After ``StepLogprobs``: draw each row's next token from its processed distribution with a generator of its
+    own (``torch.multinomial`` with ``torch.Generator().manual_seed(row_seed)``) and leave only that token
+    finite, so ``generate``'s greedy step takes it.  A row's tokens then depend on its seed and its own
+    distribution only, not on the batch it shares or on the row it sits in: an episode samples the same
+    whether it runs in this process or on any Ray worker, and each turn draws from a stream of its own."""
+
+    def __init__(self, row_seeds: Sequence[int]) -> None:
+        self.row_seeds = list(row_seeds)
+        self.generators: Optional[list[torch.Generator]] = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.generators is None:
+            self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in self.row_seeds]
+        probs = torch.softmax(scores.float(), dim=-1)
+        picks = torch.cat([torch.multinomial(probs[row], 1, generator=g) for row, g in enumerate(self.generators)])
+        chosen = torch.full_like(scores, float("-inf"))
+        return chosen.scatter_(1, picks.unsqueeze(1), 0.0)
 
 
 def end_of_turn_id(tokenizer: Any) -> Optional[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from training.rollout.contract import RolloutSpec, check_complete, check_unique_job_ids, shard_seed
+from training.rollout.contract import RolloutSpec, check_complete, check_unique_job_ids
 from training.rollout.records import EpisodeJob, RolloutRecord
 
 #: Name of the in-process "worker" in records.
@@ -57,7 +57,7 @@ class InProcessBackend:
         check_unique_job_ids(jobs)
         if not jobs:
             return []
-        records = play_shard(self.policy, jobs, self.spec, seed=shard_seed(sampling_seed, 0),
+        records = play_shard(self.policy, jobs, self.spec, seed=sampling_seed,
                              frozen={**self.frozen, **self.snapshots}, weights_version=self.version,
                              worker=INPROCESS_WORKER)
         return check_complete(jobs, {rec.job.job_id: rec for rec in records})

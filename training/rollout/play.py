@@ -29,7 +29,7 @@ from replicalab.seats import (
 from training.config.model import SamplingConfig
 from training.rollout.contract import RolloutSpec
 from training.rollout.policy import Generation, PolicyModel
-from training.rollout.records import EpisodeJob, RoleTrajectory, RolloutRecord
+from training.rollout.records import EpisodeJob, ModelTurn, RoleTrajectory, RolloutRecord
 
 CONTEXT_EXHAUSTED = "context window exhausted"
 REPLY_SENTINEL = "\u241eREPLY\u241e"
@@ -52,6 +52,8 @@ class ModelSeat:
     last_reply: str = ""
     last_finished: bool = True
     exhausted: bool = False
+    #: End of the first sampled reply in ``completion_ids`` (a ``reply_only`` branch keeps only that far).
+    branch_end: Optional[int] = None
 
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
@@ -137,6 +139,18 @@ def record_turn(seat: ModelSeat, g: Generation) -> None:
     seat.last_reply, seat.last_finished = g.text, g.finished
 
 
+#: Row seeds: ``((sampling seed * ROW_SEED_JOB_STRIDE + job_id) * 2 + role) * ROW_SEED_TURN_STRIDE + turn``.
+ROW_SEED_JOB_STRIDE = 1_000_003
+ROW_SEED_TURN_STRIDE = 64
+
+
+def row_seed(sampling_seed: int, job_id: int, role: str, turn: int) -> int:
+    """The sampling seed of one model turn: a seat's ``turn``-th reply in job ``job_id`` of a collect seeded
+    ``sampling_seed``.  Each turn draws from a stream of its own, whichever worker or batch plays it."""
+    index = 0 if role == "scientist" else 1
+    return (((sampling_seed * ROW_SEED_JOB_STRIDE + job_id) * 2 + index) * ROW_SEED_TURN_STRIDE + turn) % (2**63)
+
+
 def play_jobs(
     policy: Optional[PolicyModel], jobs: Sequence[EpisodeJob], *, scientist: str, lab_manager: str,
     sampling: SamplingConfig, max_rounds: int = 6, frozen: Optional[Mapping[str, PolicyModel]] = None,
@@ -144,6 +158,10 @@ def play_jobs(
 ) -> list[RolloutRecord]:
     """Play every job; return one RolloutRecord per job, in job order.  A job with an ``opponent`` plays it in
     the other role's seat (a scripted agent, or a model in ``frozen``: a ``model:`` seat or a snapshot).
+
+    With a seeded ``sampling``, each model turn samples with its own ``row_seed`` (job, role, turn), so an
+    episode plays the same in any batch and on any worker.  A job with a ``prefix`` replays those model turns
+    first (``ModelTurn``s, in order) and samples from there.
 
     Each record's ``timing`` holds this call's ``generate_s`` (time inside model generation),
     ``total_s`` (the whole call) and ``started_at`` (its start, seconds since the epoch), for the step-time
@@ -159,6 +177,7 @@ def play_jobs(
         models[POLICY] = policy
     loops, pending, logs = [], {}, {}
     seats: list[dict[str, ModelSeat]] = []
+    turns: list[list[ModelTurn]] = [[] for _ in jobs]
     for i, job in enumerate(jobs):
         agents = {}
         for role, spec in per_job[i].items():
@@ -173,29 +192,52 @@ def play_jobs(
         loops.append(episode_loop(env, agents["scientist"], agents["lab_manager"], seed=job.seed,
                                   template=job.template, difficulty=job.difficulty))
         _advance(loops, i, None, pending, logs)
+    def reply(i: int, g: Generation) -> None:
+        role = pending[i].role
+        seat = seats[i][role]
+        record_turn(seat, g)
+        turns[i].append(ModelTurn(role, tuple(g.completion_ids), tuple(g.logprobs), g.text, g.finished))
+        if role == jobs[i].role and seat.branch_end is None and len(turns[i]) > len(jobs[i].prefix):
+            seat.branch_end = len(seat.completion_ids)
+        action = parse_action(g.text, role)
+        seat.parse_failures += isinstance(action, InvalidAction)
+        _advance(loops, i, action, pending, logs)
+
     while pending:
         by_model: dict[str, list[tuple[int, list[int]]]] = {}
         for i in sorted(pending):
             role = pending[i].role
-            ids = seat_prompt(models[per_job[i][role]], seats[i][role], pending[i].observation, sampling)
+            seat = seats[i][role]
+            ids = seat_prompt(models[per_job[i][role]], seat, pending[i].observation, sampling)
             if ids is None:
                 _advance(loops, i, InvalidAction(role=role, error=CONTEXT_EXHAUSTED), pending, logs)
-                seats[i][role].parse_failures += 1
+                seat.parse_failures += 1
+            elif len(turns[i]) < len(jobs[i].prefix):
+                reply(i, _replayed(jobs[i].prefix[len(turns[i])], role, ids))
             else:
+                if jobs[i].prefix and role == jobs[i].role and seat.branch_end is None:
+                    seat.prompt_ids, seat.completion_ids, seat.logprobs, seat.env_mask = ids, [], [], []
                 by_model.setdefault(per_job[i][role], []).append((i, ids))
         for name, batch in by_model.items():
             tick = time.perf_counter()
-            outputs = models[name].generate_ids([ids for _, ids in batch], sampling)
+            seeds = None if sampling.seed is None else [
+                row_seed(sampling.seed, jobs[i].job_id, pending[i].role, seats[i][pending[i].role].turns)
+                for i, _ in batch]
+            outputs = models[name].generate_ids([ids for _, ids in batch], sampling, row_seeds=seeds)
             generate_s += time.perf_counter() - tick
             for (i, _), g in zip(batch, outputs):
-                role = pending[i].role
-                record_turn(seats[i][role], g)
-                action = parse_action(g.text, role)
-                seats[i][role].parse_failures += isinstance(action, InvalidAction)
-                _advance(loops, i, action, pending, logs)
+                reply(i, g)
     timing = {"generate_s": generate_s, "total_s": time.perf_counter() - start, "started_at": started_at}
-    return [_record(job, logs[i], seats[i], per_job[i], weights_version, worker, timing)
+    return [_record(job, logs[i], seats[i], per_job[i], weights_version, worker, timing, tuple(turns[i]))
             for i, job in enumerate(jobs)]
+
+
+def _replayed(turn: ModelTurn, role: str, prompt_ids: list[int]) -> Generation:
+    """A prefix's model turn as the generation it was (its seat must be the one whose turn it is)."""
+    if turn.role != role:
+        raise ValueError(f"a branch prefix replays a {turn.role} turn where the {role} plays: not this episode's")
+    return Generation(text=turn.text, prompt_ids=prompt_ids, completion_ids=list(turn.completion_ids),
+                      logprobs=list(turn.logprobs), finished=turn.finished)
 
 
 def _job_seats(base: Mapping[str, str], job: EpisodeJob) -> dict[str, str]:
@@ -207,16 +249,17 @@ def _job_seats(base: Mapping[str, str], job: EpisodeJob) -> dict[str, str]:
 
 
 def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: int, worker: str,
-            timing: dict) -> RolloutRecord:
+            timing: dict, turns: tuple[ModelTurn, ...]) -> RolloutRecord:
     trajectory = None
     if specs[job.role] == POLICY:
         s = seats[job.role]
+        end = s.branch_end if job.reply_only and s.branch_end is not None else len(s.completion_ids)
         trajectory = RoleTrajectory(
-            role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
-            env_mask=s.env_mask, reward=role_reward(log, job.role), turns=s.turns, parse_failures=s.parse_failures,
+            role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids[:end], logprobs=s.logprobs[:end],
+            env_mask=s.env_mask[:end], reward=role_reward(log, job.role), turns=s.turns, parse_failures=s.parse_failures,
         )
     return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker,
-                         timing=timing)
+                         timing=timing, model_turns=turns)
 
 
 def _advance(loops: list, index: int, action, pending: dict, logs: dict) -> None:

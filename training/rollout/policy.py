@@ -184,11 +184,17 @@ class PolicyModel:
     @torch.no_grad()
     def generate_ids(
         self, prompts: Sequence[list[int]], sampling: SamplingConfig,
-        *, truncated: Optional[Sequence[bool]] = None,
+        *, truncated: Optional[Sequence[bool]] = None, row_seeds: Optional[Sequence[int]] = None,
     ) -> list[Generation]:
-        """Continue every token-id prompt with one batched, left-padded ``model.generate`` call."""
+        """Continue every token-id prompt with one batched, left-padded ``model.generate`` call.
+
+        ``row_seeds``: one seed per prompt; each row then samples from a generator of its own
+        (``training.rollout.generation.RowSampler``) and ``sampling.seed`` is not used.  Without them a seeded
+        ``sampling`` seeds torch's global generator once for the call."""
         if not prompts:
             return []
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError("row_seeds needs one seed per prompt")
         truncated = truncated or [False] * len(prompts)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -196,14 +202,17 @@ class PolicyModel:
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids):] = 1
-        if sampling.seed is not None:
+        config = self.generation_config(sampling)
+        if row_seeds is not None and sampling.do_sample:
+            config.do_sample = False  # RowSampler has drawn the token: generate takes the only finite one
+        elif sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         recorder = StepLogprobs()
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention.to(self.device),
-            generation_config=self.generation_config(sampling),
-            logits_processor=sampling_processors(sampling, recorder),
+            generation_config=config,
+            logits_processor=sampling_processors(sampling, recorder, row_seeds if sampling.do_sample else None),
         )
         new_tokens = out.sequences[:, width:]
         logprobs = recorder.finish(new_tokens).cpu().tolist()

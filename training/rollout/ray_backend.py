@@ -29,7 +29,6 @@ from training.rollout.contract import (
     check_complete,
     check_unique_job_ids,
     shard_jobs,
-    shard_seed,
 )
 from training.rollout.ready import ready_timeout_s
 from training.rollout.records import EpisodeJob, RolloutRecord
@@ -311,7 +310,7 @@ class RayBackend:
         self._settle()
         check_unique_job_ids(jobs)
         shards = shard_jobs(jobs, self.num_workers) if jobs else []
-        seeds = [shard_seed(sampling_seed, slot) for slot in range(len(shards))]
+        seeds = [sampling_seed] * len(shards)  # each turn's stream is its job's (play.row_seed)
         refs = {self.workers[slot].collect.remote(shard, seeds[slot]): slot for slot, shard in enumerate(shards)}
         self._pending = PendingCollect(list(jobs), shards, seeds, refs, self.version)
         return self._pending

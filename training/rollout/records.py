@@ -12,10 +12,26 @@ from replicalab.seeds import split_seeds
 
 
 @dataclass(frozen=True)
+class ModelTurn:
+    """One reply a model seat generated: its role, tokens, their log-probs, text and whether it stopped."""
+
+    role: AgentRole
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    text: str
+    finished: bool = True
+
+
+@dataclass(frozen=True)
 class EpisodeJob:
     """One episode to play.  ``role`` is the seat whose trajectory is wanted; ``group`` is the GRPO
     group (same seed, role and opponent); ``job_id`` is unique within a rollout step; ``opponent`` is the
-    seat spec of the other role for this episode (drawn from an opponent pool; ``""``: the spec's seat)."""
+    seat spec of the other role for this episode (drawn from an opponent pool; ``""``: the spec's seat).
+
+    A branch job (``training.rollout.branch``) replays ``prefix``, the model turns of another episode of the same
+    seed and seats, and samples from there: its trajectory starts at ``role``'s reply after the prefix (the
+    prefix is part of its prompt), and holds only that reply when ``reply_only``.  ``branch`` names the group's
+    kind (``""``: a whole episode; a skill's name: branched at that skill's chance; ``turn``: at another turn)."""
 
     job_id: int
     seed: int
@@ -24,6 +40,9 @@ class EpisodeJob:
     role: AgentRole
     group: int = 0
     opponent: str = ""
+    prefix: tuple[ModelTurn, ...] = ()
+    branch: str = ""
+    reply_only: bool = False
 
 
 def episode_jobs(cells: Sequence[tuple[str, str]], seeds: Iterable[int], role: AgentRole = "scientist",
@@ -83,3 +102,5 @@ class RolloutRecord:
     worker: str = "inprocess"
     #: Wall time of the ``play_jobs`` call that played it: ``generate_s`` (inside generation), ``total_s``.
     timing: dict = field(default_factory=dict)
+    #: Every reply a model seat generated (or replayed), in episode order: what a branch replays.
+    model_turns: tuple[ModelTurn, ...] = ()

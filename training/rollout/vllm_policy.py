@@ -104,28 +104,33 @@ class VLLMPolicyModel(PolicyModel):
             self.llm.reset_prefix_cache()
             self.asleep = False
 
-    def request_params(self, sampling: SamplingConfig, n: int) -> list[Any]:
-        """One ``SamplingParams`` per request of a batch of ``n`` (greedy when ``do_sample`` is off)."""
+    def request_params(self, sampling: SamplingConfig, n: int,
+                       row_seeds: Optional[Sequence[int]] = None) -> list[Any]:
+        """One ``SamplingParams`` per request of a batch of ``n`` (greedy when ``do_sample`` is off); request ``r``
+        samples with ``row_seeds[r]`` when given, else with ``sampling.seed * REQUEST_SEED_STRIDE + r``."""
         from vllm import SamplingParams
 
         common = dict(max_tokens=self.max_new_tokens(sampling), stop_token_ids=list(self.stop_token_ids),
                       logprobs=0, detokenize=False)
         if not sampling.do_sample:
             return [SamplingParams(temperature=0.0, **common) for _ in range(n)]
+        seeds = list(row_seeds) if row_seeds is not None else [
+            None if sampling.seed is None else sampling.seed * REQUEST_SEED_STRIDE + row for row in range(n)]
         return [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                               seed=None if sampling.seed is None else sampling.seed * REQUEST_SEED_STRIDE + row,
-                               **common) for row in range(n)]
+                               seed=seed, **common) for seed in seeds]
 
     @torch.no_grad()
     def generate_ids(self, prompts: Sequence[list[int]], sampling: SamplingConfig,
-                     *, truncated: Optional[Sequence[bool]] = None) -> list[Generation]:
-        """Continue every token-id prompt; the engine batches and caches as it sees fit."""
+                     *, truncated: Optional[Sequence[bool]] = None,
+                     row_seeds: Optional[Sequence[int]] = None) -> list[Generation]:
+        """Continue every token-id prompt; the engine batches and caches as it sees fit (``row_seeds``: one
+        sampling seed per prompt)."""
         if not prompts:
             return []
         truncated = truncated or [False] * len(prompts)
         self.wake()
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
-        outputs = self.llm.generate(requests, self.request_params(sampling, len(prompts)), use_tqdm=False)
+        outputs = self.llm.generate(requests, self.request_params(sampling, len(prompts), row_seeds), use_tqdm=False)
         records = []
         for prompt, out, cut in zip(prompts, outputs, truncated):
             completion = out.outputs[0]

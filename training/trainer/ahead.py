@@ -136,4 +136,4 @@ class SaveAheadCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         ahead = getattr(self.rollouts, "ahead", None)
         if state.is_world_process_zero and ahead is not None:
-            ahead.save(Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}", self.rollouts.backend)
+            ahead.save(Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}", self.rollouts.collector)

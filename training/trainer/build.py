@@ -129,6 +129,7 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
     rows = data_stream(cfg)(cfg.num_train_rows)
     rollouts = EpisodeRollouts(backend, logger, num_generations=cfg.grpo.num_generations, seed=cfg.seed,
                                lora=cfg.lora, pool=pool, max_staleness=cfg.rollout.max_staleness,
+                               branch=cfg.grpo.branch if cfg.grpo.group_by == "turn" else None,
                                keys=[job_key(row) for row in rows] if cfg.rollout.max_staleness else ())
     jobs = validation_jobs(cfg.validation.episodes, cfg.data.templates, cfg.data.difficulties,
                            cfg.validation_opponents)

@@ -37,6 +37,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from replicalab.metrics import episode_metrics
 from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
+from training.config.branch import BranchConfig
+from training.rollout.branch import BranchCollector, branch_metrics
 from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger
@@ -85,8 +87,11 @@ class EpisodeRollouts:
 
     def __init__(self, backend: Optional[Backend], logger: RunLogger, *, num_generations: int, seed: int,
                  lora: LoraConfig, pool: Optional[OpponentPool] = None, max_staleness: int = 0,
-                 keys: Sequence[str] = ()):
+                 keys: Sequence[str] = (), branch: Optional[BranchConfig] = None):
         self.backend, self.logger, self.lora, self.pool = backend, logger, lora, pool
+        # grpo.group_by=turn: each group's episodes branch from one decision state of a trunk (training.rollout.branch)
+        self.collector = backend if branch is None or backend is None else BranchCollector(
+            backend, other_share=branch.other_share, reply_only=branch.tokens == "reply")
         self.num_generations, self.seed, self.max_staleness = num_generations, seed, max_staleness
         # rollout.max_staleness=1: the next step's batch in flight (training.trainer.ahead; keys: the rows' prompts)
         self.ahead = RolloutsAhead(keys) if max_staleness > 0 else None
@@ -116,7 +121,7 @@ class EpisodeRollouts:
               gather_s: float) -> list[dict[str, list]]:
         prompts = [p for share in per_process for p in share]
         fetch_began_at, tick = time.time(), time.perf_counter()
-        records = self.ahead.take(step, prompts, self.backend) if self.ahead is not None else None
+        records = self.ahead.take(step, prompts, self.collector) if self.ahead is not None else None
         rollout_s = time.perf_counter() - tick  # waiting for the batch played ahead
         tick = time.perf_counter()
         self.backend.set_weights(state, step)
@@ -127,14 +132,14 @@ class EpisodeRollouts:
         if records is None:  # on-policy: played now, with this step's weights
             jobs = self._jobs(step, prompts)
             tick = time.perf_counter()
-            records = self.backend.collect(jobs, sampling_seed=self.seed * STEP_SEED_STRIDE + step)
+            records = self.collector.collect(jobs, sampling_seed=self.seed * STEP_SEED_STRIDE + step)
             rollout_s += time.perf_counter() - tick
             if [r.job.job_id for r in records] != [j.job_id for j in jobs]:
                 raise RuntimeError("rollout returned missing or reordered episodes")
         check_staleness(records, step, self.max_staleness)
         upcoming = self.ahead.next_prompts(prompts) if self.ahead is not None else None
         if upcoming is not None:  # the next step's batch plays while the learner trains on this one
-            self.ahead.submit(step + 1, upcoming, self._jobs(step + 1, upcoming), self.backend,
+            self.ahead.submit(step + 1, upcoming, self._jobs(step + 1, upcoming), self.collector,
                               self.seed * STEP_SEED_STRIDE + step + 1)
         pool_metrics = self.pool.metrics([r.job for r in records]) if self.pool is not None else {}
         self.last_timing = _step_timing(records, sync_s, rollout_s)
@@ -142,7 +147,7 @@ class EpisodeRollouts:
         logs = [r.log for r in records]
         self.logger.log(step, {**episode_metrics(logs), "rollout/episodes_total": self.episodes_played,
                                **_trajectory_metrics(records), **self.last_timing, **pool_metrics,
-                               **staleness_metrics(records, step, fetch_began_at),
+                               **staleness_metrics(records, step, fetch_began_at), **branch_metrics(records),
                                "rollout/weight_sync_bytes": float(sync_bytes)})
         self.logger.log_episodes(step, logs, roles=[r.job.role for r in records])
         parts, start = [], 0

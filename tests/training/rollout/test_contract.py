@@ -7,17 +7,20 @@ import inspect
 import pytest
 
 from training.config.model import SamplingConfig
-from training.rollout.contract import SHARD_SEED_STRIDE, RolloutSpec, check_complete, shard_seed
+from training.rollout.contract import RolloutSpec, check_complete
+from training.rollout.play import row_seed
 from training.rollout.records import EpisodeJob
 
 SAMPLING = SamplingConfig(temperature=0.7, max_new_tokens=32)
 
 
-def test_a_spec_reseeds_its_sampling_per_shard_and_keeps_everything_else() -> None:
+def test_a_spec_reseeds_its_sampling_per_collect_and_every_turn_has_a_stream_of_its_own() -> None:
     spec = RolloutSpec(model="m", scientist="policy", lab_manager="scripted", sampling=SAMPLING)
     assert spec.shard_sampling(None) is SAMPLING
-    seeds = [shard_seed(5, k) for k in range(3)]
-    assert seeds == [5 * SHARD_SEED_STRIDE + k for k in range(3)] and shard_seed(None, 2) is None
+    seeds = [5, 6, 7]
+    turns = {row_seed(s, job, role, turn) for s in seeds for job in range(40) for role in ("scientist", "lab_manager")
+             for turn in range(12)}
+    assert len(turns) == 3 * 40 * 2 * 12  # no two turns of a collect, or of three collects, share a stream
     reseeded = [spec.shard_sampling(s) for s in seeds]
     assert [s.seed for s in reseeded] == seeds
     assert all(s.model_copy(update={"seed": None}) == SAMPLING for s in reseeded)  # only the seed changes

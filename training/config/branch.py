@@ -1,0 +1,24 @@
+"""``grpo.branch``: how a step's groups branch from one decision state (``grpo.group_by: turn``; torch-free)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from training.config.loading import STRICT_NUMBERS_AS_STR
+
+#: What a GRPO group shares: the seed (whole episodes) or a replayed decision state (``training.rollout.branch``).
+GroupBy = Literal["episode", "turn"]
+
+
+class BranchConfig(BaseModel):
+    """Branch groups (``training.rollout.branch``): where a group branches and which of its tokens train."""
+
+    model_config = STRICT_NUMBERS_AS_STR
+    other_share: float = Field(default=0.25, ge=0.0, le=1.0, description=(
+        "Probability that a group branches at a turn of the trained role that is no skill's chance even when the "
+        "trunk has a chance (a trunk without one always branches at another turn, chosen uniformly)."))
+    tokens: Literal["reply", "continuation"] = Field(default="reply", description=(
+        "Which tokens of a branch train on its advantage: reply (the branched reply alone; the continuation is "
+        "played for the reward) or continuation (the branched reply and the seat's later turns)."))

@@ -1,0 +1,195 @@
+"""Branch groups: G replies sampled from one decision state, each played to the end (``grpo.group_by: turn``).
+
+A whole-episode group shares only its seed: its episodes split at the first sampled token, so a reward difference
+inside it mixes every decision of every turn.  The environment is pure and replayable, so any turn of an episode
+is a state to branch from: ``BranchCollector`` plays one *trunk* episode per group (the group's seed, role and
+opponent), picks a decision turn of the trained role in it, and plays the group's G jobs from there: each replays
+the trunk's model turns before that turn (``EpisodeJob.prefix``: the same tokens, so the same state), samples its
+own reply at the decision and plays on with the live policy to the end.  The G replies share the state exactly,
+and their rewards differ only through the reply and what follows it.
+
+Which turn a group branches at (``choose_branch``): a Scientist turn at which a skill's trigger shows
+(``replicalab.skill_use``) when the trunk has one, else (and with probability ``other_share`` even then) another
+turn of the trained role, uniformly.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
+``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
+
+Which tokens train: with ``reply_only`` a branch's trajectory is its branched reply alone (the prefix is its
+prompt, the continuation is played for the reward and masked away), so the advantage credits the decision that
+differs inside the group; otherwise the continuation's turns train on the same advantage too.
+
+The trunk collect and the branch collect use different sampling seeds, so no branch repeats its trunk.  Every
+choice is a function of the collect's seed and the trunk, so a step (and a resumed step) branches the same way in
+any process and on any number of workers.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
+
+from replicalab.skill_use import skill_chances
+from training.rollout.records import EpisodeJob, RolloutRecord
+
+#: ``EpisodeJob.branch`` of a group branched at a turn that is no skill's chance.
+OTHER_TURN = "turn"
+#: The trunk collect's seed is the step's seed plus this (its turns never share a stream with the branches').
+TRUNK_SEED_OFFSET = 7_777_777
+
+
+@dataclass
+class PendingBranches:
+    """A submitted branch collect: its jobs, the trunks it branched from, and the backend's pending handle (or the
+    records, for a backend that plays at once)."""
+
+    jobs: list[EpisodeJob]
+    trunks: list[RolloutRecord]
+    pending: Any = None
+    records: Optional[list[RolloutRecord]] = None
+
+
+def role_turns(record: RolloutRecord, role: str) -> int:
+    """How many replies ``role``'s model seat generated in ``record``'s episode."""
+    return sum(1 for turn in record.model_turns if turn.role == role)
+
+
+def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random) -> tuple[str, int]:
+    """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
+    skill's chance (kind: the skill) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the trained seat
+    generated nothing (the group is a whole-episode group)."""
+    role = trunk.job.role
+    n = role_turns(trunk, role)
+    if n == 0:
+        return "", 0
+    chances = {c.turn: c.skill for c in skill_chances(trunk.log) if c.turn < n} if role == "scientist" else {}
+    others = [t for t in range(n) if t not in chances]
+    if chances and (not others or rng.random() >= other_share):
+        turn = rng.choice(sorted(chances))
+        return chances[turn], turn
+    return OTHER_TURN, rng.choice(others)
+
+
+def prefix_before(trunk: RolloutRecord, role: str, turn: int) -> tuple:
+    """The trunk's model turns (of every model seat) before ``role``'s ``turn``-th reply."""
+    seen = 0
+    for index, model_turn in enumerate(trunk.model_turns):
+        if model_turn.role == role:
+            if seen == turn:
+                return trunk.model_turns[:index]
+            seen += 1
+    raise ValueError(f"the trunk has no {role} turn {turn}")
+
+
+def branch_turn(job: EpisodeJob) -> int:
+    """The index, among the trained role's own turns, of the reply a branch job samples first."""
+    return sum(1 for turn in job.prefix if turn.role == job.role)
+
+
+def groups_of(jobs: Sequence[EpisodeJob]) -> list[list[EpisodeJob]]:
+    """Consecutive jobs of the same ``group``."""
+    out: list[list[EpisodeJob]] = []
+    for job in jobs:
+        if out and out[-1][0].group == job.group:
+            out[-1].append(job)
+        else:
+            out.append([job])
+    return out
+
+
+class BranchCollector:
+    """Plays a step's groups as branch groups on ``backend`` (any ``Backend``): ``collect`` (or ``submit`` then
+    ``fetch``, for rollouts played ahead) returns one record per job, in job order, each a branch of its group's
+    trunk.  The backend's other calls (weights, snapshots, validation) go to the backend itself."""
+
+    def __init__(self, backend: Any, *, other_share: float, reply_only: bool) -> None:
+        self.backend, self.other_share, self.reply_only = backend, other_share, reply_only
+        #: The trunks of the latest collect (what ``branch_metrics`` and the logs report beside the branches).
+        self.last_trunks: list[RolloutRecord] = []
+
+    def branch_jobs(self, jobs: Sequence[EpisodeJob], trunks: Sequence[RolloutRecord],
+                    sampling_seed: Optional[int]) -> list[EpisodeJob]:
+        out: list[EpisodeJob] = []
+        for group, trunk in zip(groups_of(jobs), trunks):
+            rng = random.Random(f"{sampling_seed}:{group[0].group}")
+            kind, turn = choose_branch(trunk, self.other_share, rng)
+            prefix = prefix_before(trunk, group[0].role, turn) if kind else ()
+            out += [replace(job, prefix=prefix, branch=kind, reply_only=self.reply_only and bool(kind))
+                    for job in group]
+        return out
+
+    def submit(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> PendingBranches:
+        """Play the trunks now, then submit the branches (played at once on a backend without ``submit``)."""
+        groups = groups_of(jobs)
+        trunk_jobs = [replace(group[0], job_id=k) for k, group in enumerate(groups)]
+        trunk_seed = None if sampling_seed is None else sampling_seed + TRUNK_SEED_OFFSET
+        trunks = self.backend.collect(trunk_jobs, sampling_seed=trunk_seed) if trunk_jobs else []
+        self.last_trunks = list(trunks)
+        branches = self.branch_jobs(jobs, trunks, sampling_seed)
+        pending = PendingBranches(branches, list(trunks))
+        if hasattr(self.backend, "submit"):
+            pending.pending = self.backend.submit(branches, sampling_seed=sampling_seed)
+        else:
+            pending.records = self.backend.collect(branches, sampling_seed=sampling_seed)
+        return pending
+
+    def fetch(self, pending: PendingBranches) -> list[RolloutRecord]:
+        if pending.records is None:
+            pending.records = self.backend.fetch(pending.pending)
+            pending.pending = None
+        return pending.records
+
+    def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
+        return self.fetch(self.submit(jobs, sampling_seed=sampling_seed))
+
+
+def _used_at(record: RolloutRecord, skill: str, turn: int) -> Optional[bool]:
+    """Whether the record's Scientist used ``skill`` at its own ``turn`` (None: no such chance there)."""
+    return next((c.used for c in skill_chances(record.log) if c.skill == skill and c.turn == turn), None)
+
+
+def group_contrast(group: Sequence[RolloutRecord]) -> tuple[str, bool, Optional[bool]]:
+    """(kind, rewards differ, holds both a used and an unused skill) of one group.  A branch group at a skill's
+    chance compares the replies at that chance; a whole-episode group of Scientists holds both when some skill is
+    used at a chance in one episode and not at a chance in another (any turn); None where no skill's chance
+    shows."""
+    kind = group[0].job.branch
+    rewards = [r.trajectory.reward if r.trajectory is not None else r.log.total_reward for r in group]
+    varied = max(rewards) - min(rewards) > 1e-9
+    if kind == OTHER_TURN or group[0].job.role != "scientist":
+        return kind, varied, None
+    if kind:
+        used = {_used_at(r, kind, branch_turn(r.job)) for r in group} - {None}
+        return kind, varied, used == {True, False} if used else None
+    per_skill: dict[str, set] = {}
+    for r in group:
+        for c in skill_chances(r.log):
+            per_skill.setdefault(c.skill, set()).add(c.used)
+    if not per_skill:
+        return kind, varied, None
+    return kind, varied, any(seen == {True, False} for seen in per_skill.values())
+
+
+def branch_metrics(records: Sequence[RolloutRecord]) -> dict[str, float]:
+    """Per step: groups by kind (``branch/groups/<kind>``: ``episode``, a skill, ``turn``), the share of groups
+    whose rewards differ (``branch/with_variance``), and the share of the groups at a skill's chance that hold
+    both a used and an unused skill (``branch/both_used_and_unused``, over the groups where a chance shows)."""
+    by_group: dict[int, list[RolloutRecord]] = {}
+    for r in records:
+        by_group.setdefault(r.job.group, []).append(r)
+    kinds: dict[str, int] = {}
+    varied = both = with_chance = 0
+    for group in by_group.values():
+        kind, differs, contrast = group_contrast(group)
+        name = kind or "episode"
+        kinds[name] = kinds.get(name, 0) + 1
+        varied += differs
+        if contrast is not None:
+            with_chance += 1
+            both += contrast
+    n = max(len(by_group), 1)
+    out = {f"branch/groups/{k}": float(v) for k, v in sorted(kinds.items())}
+    out["branch/with_variance"] = varied / n
+    out["branch/groups_at_a_chance"] = float(with_chance)
+    if with_chance:
+        out["branch/both_used_and_unused"] = both / with_chance
+    return out
