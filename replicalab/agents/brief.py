@@ -17,6 +17,8 @@ _STAND_IN = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER)
 #: The rationale of a revision to the brief's cross-check protocol.
 CROSS_CHECK_RATIONALE = "Use the paper's cross-check method."
 PROTOCOL_FIELDS = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
+#: The keys of the cross-check statement (``duration_days`` only where the method changes it).
+CROSS_CHECK_FIELDS = ("technique", "equipment", "reagents")
 
 
 def _statement(text: str, marker: str, end_marker: str = "") -> str:
@@ -30,8 +32,10 @@ def _statement(text: str, marker: str, end_marker: str = "") -> str:
     return body.removesuffix(".") if end_marker else body
 
 
-def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "") -> dict:
-    """The JSON object stated after ``marker`` (see ``_statement``), if it has exactly ``fields``; else empty."""
+def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "",
+            optional: tuple[str, ...] = ("duration_days",)) -> dict:
+    """The JSON object stated after ``marker`` (see ``_statement``), if it has exactly ``fields`` (and any of
+    ``optional``); else empty."""
     body = _statement(text, marker, end_marker)
     if not body:
         return {}
@@ -39,7 +43,9 @@ def _stated(text: str, marker: str, fields: tuple[str, ...], end_marker: str = "
         stated = json.loads(body)
     except ValueError:
         return {}
-    return stated if isinstance(stated, dict) and set(stated) == set(fields) else {}
+    if not isinstance(stated, dict) or not set(fields) <= set(stated) <= set(fields) | set(optional):
+        return {}
+    return stated
 
 
 def published_protocol(obs: ScientistObservation) -> dict:
@@ -51,10 +57,21 @@ def published_protocol(obs: ScientistObservation) -> dict:
 
 def cross_check_method(obs: ScientistObservation) -> dict:
     """The paper's protocol run with the orthogonal method it cross-checked with, as ScientistAction
-    fields (a complete protocol, proposable as written); empty if the brief states none.
+    fields; empty if the brief states none.
 
-    The brief states it as ``Cross-checked with: {json}.`` before the published protocol."""
-    return _stated(obs.paper_method, CROSS_CHECK_MARKER, PROTOCOL_FIELDS, end_marker=PUBLISHED_MARKER)
+    The brief states the method as what it changes, ``Cross-checked with: {json}.`` before the published
+    protocol: its ``technique``, per item kind the items it swaps ``out`` and ``in``, and ``duration_days`` where
+    it differs.  The protocol is the published one with those changes applied (items swapped in go last)."""
+    published = published_protocol(obs)
+    change = _stated(obs.paper_method, CROSS_CHECK_MARKER, CROSS_CHECK_FIELDS, end_marker=PUBLISHED_MARKER)
+    if not published or not change:
+        return {}
+    method = {**published, "technique": change["technique"]}
+    method["duration_days"] = change.get("duration_days", published["duration_days"])
+    for kind, field in (("equipment", "required_equipment"), ("reagents", "required_reagents")):
+        swap = change[kind]
+        method[field] = [i for i in published[field] if i not in swap["out"]] + list(swap["in"])
+    return method
 
 
 def last_suggestion(obs: ScientistObservation) -> dict[str, str]:

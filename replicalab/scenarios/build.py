@@ -12,11 +12,12 @@ feasible reference protocol so that every scenario is solvable:
           tight; the lab's preferred alternative is a low-fidelity technique.
 
 The key finding states, in prose, the smallest sample size a power analysis allows (the judge's
-minimum).  The paper's method states the published protocol and, as a complete protocol a Scientist can propose
-as written, the orthogonal method the authors cross-checked their readout with (the close substitute of
-the hidden reference: its technique, first-option items and the paper's critical items, sample size,
-controls and duration), so a Scientist that reads the brief can steer a blocked technique toward the
-high-fidelity substitute rather than the lab's preference.
+minimum).  The paper's method states the published protocol and, as what it changes in that protocol, the
+orthogonal method the authors cross-checked their readout with (the close substitute of the hidden reference):
+its technique, the equipment and reagents it swaps out and in (its first-option items for the published
+technique's own; the paper's critical items stay) and its duration where that differs.  A Scientist that reads
+the brief can steer a blocked technique toward the high-fidelity substitute rather than the lab's preference
+(``replicalab.agents.brief.cross_check_method`` applies the changes); the brief states one complete protocol only.
 
 All randomness comes from one ``random.Random`` seeded by ``(template, difficulty, seed)``.
 """
@@ -163,6 +164,19 @@ def _pick_conflicts(rng: random.Random, difficulty: str) -> set[str]:
         if rng.random() < chance:
             conflicts.add(extra)
     return conflicts
+
+
+def cross_check_changes(equipment: list[str], reagents: list[str], technique: str, new_equipment: list[str],
+                        new_reagents: list[str], days: int, new_days: int) -> dict:
+    """The cross-check method as what it changes in the published protocol: its technique, each item kind's
+    ``out`` (published items it does not use) and ``in`` (its items the published protocol lacks), and
+    ``duration_days`` only where it differs."""
+    change: dict = {"technique": technique}
+    if new_days != days:
+        change["duration_days"] = new_days
+    for key, old, new in (("equipment", equipment, new_equipment), ("reagents", reagents, new_reagents)):
+        change[key] = {"out": [i for i in old if i not in new], "in": [i for i in new if i not in old]}
+    return change
 
 
 def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
@@ -320,11 +334,9 @@ def build_scenario(domain: Domain, seed: int, difficulty: str) -> Scenario:
         "required_equipment": paper.required_equipment, "required_reagents": paper.required_reagents,
     })
     close_eq, close_re = _first_options(techniques[t_close])
-    cross_check = _COMPACT_JSON.encode({
-        "sample_size": n0, "controls": controls, "technique": t_close,
-        "duration_days": max(d0, techniques[t_close].min_days),
-        "required_equipment": close_eq, "required_reagents": close_re + list(critical),
-    })
+    cross_check = _COMPACT_JSON.encode(cross_check_changes(
+        paper.required_equipment, paper.required_reagents, t_close, close_eq, close_re + list(critical),
+        d0, max(d0, techniques[t_close].min_days)))
     scenario = Scenario(
         seed=seed, template=domain.name, difficulty=difficulty,
         paper_title=rng.choice(domain.title_templates).format(**fmt),

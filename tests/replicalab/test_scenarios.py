@@ -86,10 +86,13 @@ def test_bad_input_lists_valid_choices():
 
 @pytest.mark.parametrize("template, difficulty", CELLS)
 def test_brief_names_the_close_substitute_as_its_cross_check(template, difficulty):
-    """The paper's cross-check method is the hidden reference's closest substitute technique, stated as a
-    complete protocol: its canonical items plus the paper's critical items, the paper's sample size and
-    controls, a duration the technique allows; where the paper's technique is blocked it is the
-    technique the reference runs."""
+    """The paper's cross-check method is the hidden reference's closest substitute technique, stated as what it
+    changes in the published protocol (never a second complete protocol): applied, it gives the technique's
+    canonical items plus the paper's critical items, the paper's sample size and controls, a duration the
+    technique allows; where the paper's technique is blocked it is the technique the reference runs."""
+    import json
+
+    from replicalab.scenario_records import CROSS_CHECK_MARKER, PUBLISHED_MARKER
     from replicalab.agents.brief import CROSS_CHECK_RATIONALE, cross_check_method
     from replicalab.env import ReplicaLabEnv
 
@@ -101,9 +104,14 @@ def test_brief_names_the_close_substitute_as_its_cross_check(template, difficult
         costs = {t: c for t, c in s.reference.substitutes.items() if t != s.reference.core_technique}
         assert method["technique"] == min(costs, key=costs.get)
         technique = s.techniques[method["technique"]]
-        assert method["required_equipment"] == [slot[0] for slot in technique.equipment_slots]
+        assert sorted(method["required_equipment"]) == sorted(slot[0] for slot in technique.equipment_slots)
         critical = list(s.reference.critical_items)
-        assert method["required_reagents"] == [slot[0] for slot in technique.reagent_slots] + critical
+        assert sorted(method["required_reagents"]) == sorted([slot[0] for slot in technique.reagent_slots] + critical)
+        text = obs.paper_method
+        stated = json.loads(text[text.index(CROSS_CHECK_MARKER) + len(CROSS_CHECK_MARKER):
+                                 text.index(PUBLISHED_MARKER)].strip().removesuffix("."))
+        assert not {"sample_size", "controls", "required_equipment", "required_reagents"} & set(stated)
+        assert not set(stated["reagents"]["in"]) & set(s.paper_protocol.required_reagents)
         paper = s.paper_protocol
         assert (method["sample_size"], method["controls"]) == (paper.sample_size, paper.controls)
         assert method["duration_days"] == max(paper.duration_days, technique.min_days)
