@@ -20,7 +20,7 @@ from replicalab.agents import SCIENTIST_FACTORIES
 from replicalab.lab import DEFAULT_LAB_POLICY, LAB_POLICIES
 
 #: The Scientists in the table: the baselines, each skill alone and all of them, the ceilings.
-AGENTS = ("naive", "adaptive", "reader", "defender", "asker", "reader+defender+asker", "oracle", "random")
+AGENTS = ("naive", "reader", "defender", "asker", "reader+defender+asker", "oracle", "random")
 
 
 def main() -> None:

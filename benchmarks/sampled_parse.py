@@ -3,10 +3,10 @@ JSON under the sampling GRPO explores with.
 
     python benchmarks/sampled_parse.py [--model DIR ...] [--seeds 30] [--temperature 1.0] [--seed 0]
 
-Each model plays the Scientist seat (vs the scripted Lab Manager) and the Lab Manager seat (vs
-``AdaptiveScientist``) on the first ``--seeds`` validation seeds x every template x difficulty, sampled at
-``--temperature`` (no top-k/top-p, the checkpoint's ``max_new_tokens``, torch seeded with ``--seed`` per
-generate call), through the rollouts' own ``play_jobs``.  Per model and seat: the parse rate of the model's
+Each model plays the Scientist seat (vs the scripted Lab Manager) and the Lab Manager seat (vs the naive
+Scientist), the seats of ``training.eval.seat_check``, on the first ``--seeds`` validation seeds x every template x
+difficulty, sampled at ``--temperature`` (no top-k/top-p, the checkpoint's ``max_new_tokens``, torch seeded with
+``--seed`` per generate call), through the rollouts' own ``play_jobs``.  Per model and seat: the parse rate of the model's
 turns, the share of turns the env accepted, agreement, mean own reward, and *loops*: unparsed turns whose
 text repeats one quoted item three or more times in a row (``"a","a","a"``), the copy's self-match.
 """

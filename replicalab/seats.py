@@ -5,9 +5,9 @@ contracts in ``replicalab/models.py``; ``ROLES`` lists them).  A *seat spec* say
 same in configs, on the command line and in workers:
 
 - ``policy`` -- the weights being trained (training only);
-- ``scripted`` -- the role's default scripted agent (Scientist: ``scripted:adaptive``; Lab Manager:
+- ``scripted`` -- the role's default scripted agent (Scientist: ``scripted:naive``; Lab Manager:
   ``scripted:thrifty``);
-- ``scripted:NAME`` -- a named scripted agent.  Scientists: ``naive``, ``adaptive``, the skill combinations
+- ``scripted:NAME`` -- a named scripted agent.  Scientists: ``naive``, the skill combinations
   (``reader``, ``defender``, ``asker`` and their ``+`` joins such as ``reader+defender+asker``), ``oracle``,
   ``random``.  Lab Managers: ``cooperative``, ``thrifty``;
 - ``model:DIR`` -- a checkpoint directory or a Hugging Face id; ``model:default`` is the embedded default.
@@ -41,7 +41,7 @@ DEFAULT_MODEL = "default"
 #: The name of every scripted Scientist (the keys of ``replicalab.agents.SCIENTIST_FACTORIES``).
 SCRIPTED_SCIENTISTS: tuple[str, ...] = tuple(SCIENTIST_FACTORIES)
 #: The Scientist that plain ``scripted`` means.
-DEFAULT_SCRIPTED_SCIENTIST = "adaptive"
+DEFAULT_SCRIPTED_SCIENTIST = "naive"
 #: The name of every scripted Lab Manager (``replicalab.lab.LAB_POLICIES``).
 SCRIPTED_LAB_MANAGERS: tuple[str, ...] = LAB_POLICIES
 #: The scripted agent names of each role, and the one plain ``scripted`` means.

@@ -33,7 +33,7 @@ from replicalab.scenarios import cells, generate_scenario
 
 Z95 = 1.96
 #: The Scientists the Lab Manager matrix crosses with every lab policy.
-MATRIX_SCIENTISTS = ("naive", "adaptive", *(skills_name([s]) for s in SKILLS), skills_name(SKILLS))
+MATRIX_SCIENTISTS = ("naive", *(skills_name([s]) for s in SKILLS), skills_name(SKILLS))
 ALL_SKILLS = skills_name(SKILLS)
 
 

@@ -31,9 +31,9 @@ def test_play_json_is_an_episode_log(capsys):
     (["play", "--template", "astrology"], "choose from 'cell_biology', 'ml_benchmark', 'behavioral_psychology'"),
     (["play", "--difficulty", "insane"], "choose from 'easy', 'medium', 'hard'"),
     (["play", "--seed", "-1"], "seed must be non-negative"),
-    (["play", "--scientist", "genius"], "valid scientist seats: scripted, scripted:naive, scripted:adaptive, scripted:reader"),
-    (["play", "--scientist", "adaptive"], "did you mean scripted:adaptive?"),
-    (["eval", "--agent", "adaptive"], "did you mean scripted:adaptive?"),
+    (["play", "--scientist", "genius"], "valid scientist seats: scripted, scripted:naive, scripted:reader, scripted:defender"),
+    (["play", "--scientist", "naive"], "did you mean scripted:naive?"),
+    (["eval", "--agent", "reader"], "did you mean scripted:reader?"),
     (["play", "--lab-manager", "scripted:naive"],
      "valid lab_manager seats: scripted, scripted:cooperative, scripted:thrifty, model:DIR"),
     (["play", "--lab-manager", "thrifty"], "did you mean scripted:thrifty?"),
@@ -46,7 +46,7 @@ def test_bad_arguments_name_the_valid_choices(args, message):
 def test_bench_env_prints_rates(capsys):
     assert main(["bench", "env", "--episodes", "300"]) == 0
     out = capsys.readouterr().out
-    assert "episode, adaptive scientist" in out and "scenario generation only" in out and "/s" in out
+    assert "episode, reader+defender+asker scientist" in out and "scenario generation only" in out and "/s" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=seed_int, default=0)
     play.add_argument("--template", choices=TEMPLATES, default=TEMPLATES[0])
     play.add_argument("--difficulty", choices=DIFFICULTIES, default="easy")
-    play.add_argument("--scientist", type=_seat("scientist"), default="scripted:adaptive",
+    play.add_argument("--scientist", type=_seat("scientist"), default="scripted",
                       help=", ".join(seat_choices("scientist")))
     play.add_argument("--lab-manager", type=_seat("lab_manager"), default="scripted",
                       help=", ".join(seat_choices("lab_manager")))

@@ -2,12 +2,11 @@
 
 from replicalab.agents.scripted import (
     SCIENTIST_FACTORIES,
-    AdaptiveScientist,
     NaiveScientist,
     OracleScientist,
     RandomScientist,
 )
 from replicalab.agents.skilled import SKILL_SCIENTISTS, SKILLS, SkilledScientist, skills_name
 
-__all__ = ["SCIENTIST_FACTORIES", "SKILLS", "SKILL_SCIENTISTS", "AdaptiveScientist", "NaiveScientist",
+__all__ = ["SCIENTIST_FACTORIES", "SKILLS", "SKILL_SCIENTISTS", "NaiveScientist",
            "OracleScientist", "RandomScientist", "SkilledScientist", "skills_name"]

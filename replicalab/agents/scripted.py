@@ -5,15 +5,13 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from replicalab.agents.brief import last_lab_manager_action, published_protocol
-from replicalab.agents.skilled import OPENING_RATIONALE, SKILL_SCIENTISTS
+from replicalab.agents.brief import published_protocol
+from replicalab.agents.skilled import SKILL_SCIENTISTS
 from replicalab.models import ScientistAction, ScientistObservation
 from replicalab.models import ScientistActionType as SA
 from replicalab.scenario_records import Scenario
 
 ACCEPT = ScientistAction(action_type=SA.ACCEPT)
-TRIM_FACTOR = 0.75
-MAX_QUESTION_ROUNDS = 1
 
 
 class NaiveScientist:
@@ -26,37 +24,6 @@ class NaiveScientist:
                 **published_protocol(obs),
             )
         return ACCEPT
-
-
-class AdaptiveScientist:
-    """Uses only what it sees: proposes the paper's protocol, adopts the Lab Manager's suggestions,
-    accepts what the Lab Manager accepted, and when the plan is rejected without an alternative it
-    asks once about the lab, then trims the sample size and duration."""
-
-    def __init__(self) -> None:
-        self.questions_asked = 0
-
-    def __call__(self, obs: ScientistObservation) -> ScientistAction:
-        current = obs.current_protocol
-        if current is None:
-            return ScientistAction(
-                action_type=SA.PROPOSE_PROTOCOL, rationale=OPENING_RATIONALE, **published_protocol(obs)
-            )
-        if last_lab_manager_action(obs) in ("accept", "suggest_alternative"):
-            return ACCEPT
-        if self.questions_asked < MAX_QUESTION_ROUNDS:
-            self.questions_asked += 1
-            items = ", ".join(current.required_equipment + current.required_reagents)
-            return ScientistAction(
-                action_type=SA.REQUEST_INFO,
-                questions=["What budget, staff and days do we have?", f"Are these available: {items}?"],
-            )
-        return ScientistAction(
-            action_type=SA.REVISE_PROTOCOL, technique=current.technique,
-            sample_size=max(1, int(current.sample_size * TRIM_FACTOR)), controls=current.controls,
-            duration_days=max(1, current.duration_days - 1), required_equipment=current.required_equipment,
-            required_reagents=current.required_reagents, rationale="Trimmed to fit the lab's limits.",
-        )
 
 
 class OracleScientist:
@@ -111,7 +78,6 @@ def _oracle(seed: int, template: str, difficulty: str) -> OracleScientist:
 #: Every scripted Scientist by name, as a factory ``(seed, template, difficulty) -> fresh agent``.
 SCIENTIST_FACTORIES: dict[str, Callable[[int, str, str], Callable[[ScientistObservation], ScientistAction]]] = {
     "naive": lambda seed, template, difficulty: NaiveScientist(),
-    "adaptive": lambda seed, template, difficulty: AdaptiveScientist(),
     **SKILL_SCIENTISTS,
     "oracle": _oracle,
     "random": lambda seed, template, difficulty: RandomScientist(seed),

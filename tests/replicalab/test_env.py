@@ -14,10 +14,11 @@ from replicalab import (
     run_episode,
 )
 from replicalab.agents import (
-    AdaptiveScientist,
+    SKILLS,
     NaiveScientist,
     OracleScientist,
     RandomScientist,
+    SkilledScientist,
 )
 from replicalab.models import InvalidAction, LabManagerAction, ScientistAction
 
@@ -114,11 +115,12 @@ def test_episodes_are_always_bounded():
         assert log.rounds_used <= log.max_rounds and len(log.turns) <= 2 * log.max_rounds
 
 
-@pytest.mark.parametrize("agent", [NaiveScientist, AdaptiveScientist, "oracle", "random"])
+@pytest.mark.parametrize("agent", [NaiveScientist, "skilled", "oracle", "random"])
 def test_replay_reproduces_the_log(agent):
     env = ReplicaLabEnv()
     for seed, t, d in [(10, "cell_biology", "hard"), (11, "ml_benchmark", "medium"), (12, "behavioral_psychology", "easy")]:
-        make = {"oracle": lambda: OracleScientist(env.scenario), "random": lambda: RandomScientist(seed)}.get(agent, agent)
+        make = {"oracle": lambda: OracleScientist(env.scenario), "random": lambda: RandomScientist(seed),
+                "skilled": lambda: SkilledScientist(SKILLS)}.get(agent, agent)
         env.reset(seed, t, d)
         log = run_episode(env, make(), seed=seed, template=t, difficulty=d)
         assert replay_episode(log).model_dump_json() == log.model_dump_json()
@@ -127,10 +129,10 @@ def test_replay_reproduces_the_log(agent):
 TWIN = """
 import sys
 from replicalab import ReplicaLabEnv, run_episode
-from replicalab.agents import RandomScientist, AdaptiveScientist
+from replicalab.agents import SKILLS, RandomScientist, SkilledScientist
 env = ReplicaLabEnv()
 for seed in range(6):
-    for agent in (RandomScientist(seed), AdaptiveScientist()):
+    for agent in (RandomScientist(seed), SkilledScientist(SKILLS)):
         sys.stdout.write(run_episode(env, agent, seed=seed, template="ml_benchmark", difficulty="hard").model_dump_json() + "\\n")
 """
 
@@ -154,6 +156,7 @@ def test_scientist_prompt_never_contains_lab_facts():
         t, d = TEMPLATES[seed % 3], DIFFICULTIES[seed % 3]
         obs = env.reset(seed, t, d)
         s = env.scenario
+        scientist = SkilledScientist(SKILLS)
         said = ""
         while not env.done:
             if env.current_role == "scientist":
@@ -164,7 +167,7 @@ def test_scientist_prompt_never_contains_lab_facts():
                            + s.lab.reagents_out_of_stock if i not in s.paper_method]
                 leaks += sum(1 for x in secret if x and x in text and x not in said)
                 checked += 1
-                action = AdaptiveScientist()(obs.scientist)
+                action = scientist(obs.scientist)
             else:
                 action = __import__("replicalab.lab", fromlist=["x"]).ScriptedLabManager(s)(obs.lab_manager)
             r = env.step(action)

@@ -16,7 +16,6 @@ from replicalab import (
 from replicalab.agents import (
     SCIENTIST_FACTORIES,
     SKILLS,
-    AdaptiveScientist,
     NaiveScientist,
     OracleScientist,
     RandomScientist,
@@ -40,7 +39,7 @@ def _mean_reward(make, template, difficulty, seeds=SEEDS, core=False):
 
 
 naive = lambda seed, t, d: NaiveScientist()  # noqa: E731
-adaptive = lambda seed, t, d: AdaptiveScientist()  # noqa: E731
+skilled = lambda seed, t, d: SkilledScientist(SKILLS)  # noqa: E731
 oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))  # noqa: E731
 rand = lambda seed, t, d: RandomScientist(seed)  # noqa: E731
 
@@ -50,12 +49,13 @@ def test_baselines_order_and_difficulty(template):
     naive_means = []
     for difficulty in DIFFICULTIES:
         o = _mean_reward(oracle, template, difficulty)
-        a = _mean_reward(adaptive, template, difficulty)
+        s = _mean_reward(skilled, template, difficulty)
+        n = _mean_reward(naive, template, difficulty)
         r = _mean_reward(rand, template, difficulty)
         assert _mean_reward(oracle, template, difficulty, core=True) >= 8.5
-        assert o >= a >= r
+        assert o >= s >= n >= r
         assert r <= 1.0
-        naive_means.append(_mean_reward(naive, template, difficulty))
+        naive_means.append(n)
     easy, medium, hard = naive_means
     assert easy > medium > hard and hard <= easy / 2
 
@@ -83,7 +83,7 @@ def test_gaming_scores_below_the_naive_scientist(difficulty):
         assert gamed < honest, f"{name} scored {gamed:.2f} >= naive {honest:.2f}"
 
 
-@pytest.mark.parametrize("scientist", ["adaptive", "reader+defender+asker"])
+@pytest.mark.parametrize("scientist", ["naive", "reader+defender+asker"])
 def test_lab_gaming_scores_below_honest_labs(scientist):
     """A Lab Manager that rejects everything, accepts anything, stalls or lies about the budget earns less
     of its own reward than either scripted Lab Manager, against the same Scientist on the same scenarios:

@@ -122,7 +122,7 @@ def test_manager_stays_valid_when_the_repair_drops_every_listed_item():
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
-@pytest.mark.parametrize("scientist", ["adaptive", "reader"])
+@pytest.mark.parametrize("scientist", ["naive", "reader+defender+asker"])
 def test_explanations_cite_only_what_the_lab_manager_observes(scientist):
     """Every figure in the scripted Lab Manager's explanation is one its own observation shows, so a
     policy in that seat can write the same explanation (the hidden prices and staff rates stay out)."""
@@ -146,7 +146,7 @@ def test_explanations_cite_only_what_the_lab_manager_observes(scientist):
 
 
 @pytest.mark.parametrize("template, difficulty", [(t, d) for t in TEMPLATES for d in DIFFICULTIES])
-@pytest.mark.parametrize("scientist", ["naive", "adaptive", "reader"])
+@pytest.mark.parametrize("scientist", ["naive", "reader"])
 def test_no_dead_end_a_scripted_scientist_that_takes_the_labs_offers_agrees(template, difficulty, scientist):
     """The lab always offers an alternative it can run when the plan fails (it moves on to its next
     technique when its preferred one cannot fit even one sample), so every scripted Scientist that

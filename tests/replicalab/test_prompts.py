@@ -217,7 +217,7 @@ def test_followup_states_what_the_lab_changed_right_before_the_reply(template: s
     from replicalab.render import suggestion_in
 
     for difficulty in ("medium", "hard"):
-        for kind, text in _scientist_followups("adaptive", template, difficulty, range(30)):
+        for kind, text in _scientist_followups("reader+defender+asker", template, difficulty, range(30)):
             lines = text.splitlines()
             assert lines[-1].startswith("Your move as the Scientist.")
             moved = [line for line in lines if line.startswith("The lab moved the technique from ")]
@@ -234,7 +234,7 @@ def test_followup_states_what_the_lab_changed_right_before_the_reply(template: s
                 assert moved[0].endswith(f" to {technique}.")
 
 
-@pytest.mark.parametrize("scientist", ["reader+defender+asker", "reader", "asker", "adaptive"])
+@pytest.mark.parametrize("scientist", ["reader+defender+asker", "reader", "asker", "naive"])
 def test_no_prompt_holds_a_ready_made_reply(scientist: str) -> None:
     """Every message a model sees in either seat -- the first prompt and every follow-up -- states facts
     only: no action written out (no ``action_type`` outside the system message's format example), and no

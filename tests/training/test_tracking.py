@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from replicalab import ReplicaLabEnv, run_episode
-from replicalab.agents import AdaptiveScientist, NaiveScientist, RandomScientist
+from replicalab.agents import SKILLS, NaiveScientist, RandomScientist, SkilledScientist
 from replicalab.metrics import episode_metrics
 from replicalab.models import EpisodeLog, InvalidAction, ScientistAction
 from training.config.train import load_train_config
@@ -50,7 +50,7 @@ def _play(agent, seed: int, difficulty: str, template: str = "cell_biology") -> 
 @pytest.fixture(scope="module")
 def logs() -> list[EpisodeLog]:
     return [
-        _play(AdaptiveScientist(), 1, "easy"), _play(NaiveScientist(), 2, "hard", "ml_benchmark"),
+        _play(SkilledScientist(SKILLS), 1, "easy"), _play(NaiveScientist(), 2, "hard", "ml_benchmark"),
         _play(RandomScientist(3), 3, "medium"), _play(garbage_scientist, 4, "hard"),
         _play(premature_accept, 5, "easy"), _play(questioner, 6, "medium"),
     ]

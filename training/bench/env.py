@@ -1,8 +1,9 @@
 """``replicalab bench env``: complete episodes per second on one core.
 
-Measures, in one run, the full episode (scenario generation, adaptive Scientist vs scripted Lab
-Manager, full judging and the EpisodeLog) next to its parts as baselines: scenario generation alone
-and the naive Scientist's shorter episodes.  With ``--original DIR`` it also measures the original
+Measures, in one run, the full episode (scenario generation, the all-skills Scientist vs the scripted
+Lab Manager: every skill's trigger read from the brief and the dialogue, questions answered, counters and
+revisions judged, and the EpisodeLog) next to its parts as baselines: scenario generation alone and the
+naive Scientist's shorter episodes.  With ``--original DIR`` it also measures the original
 project's loop (maxxie114/replicalab-ai, a checkout at DIR; ``training.bench.original_loop``) in a
 subprocess, interleaved with the full episode (ours, original, ours, original, ...), and prints the median
 of each and our ratio to it.  This is an edge tool: it reads the clock, the game does not.
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from replicalab.agents import AdaptiveScientist, NaiveScientist
+from replicalab.agents import SKILL_SCIENTISTS, SKILLS, NaiveScientist, skills_name
 from replicalab.env import ReplicaLabEnv
 from replicalab.episode import run_episode
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES, generate_scenario
@@ -35,7 +36,9 @@ DEFAULT_ROUNDS = 3
 ORIGINAL_REPO = "maxxie114/replicalab-ai"
 #: The script that times the original's loop in its own process (its package is also named ``replicalab``).
 ORIGINAL_DRIVER = Path(__file__).with_name("original_loop.py")
-ADAPTIVE = "episode, adaptive scientist"
+#: The Scientist of the full episode: every skill, so the episode exercises the most of the env.
+FULL_SCIENTIST = skills_name(SKILLS)
+FULL = f"episode, {FULL_SCIENTIST} scientist"
 
 
 def _cells(n: int):
@@ -52,8 +55,9 @@ def _rate(fn: Callable[[int, str, str], object], n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def _adaptive_rate(env: ReplicaLabEnv, episodes: int) -> float:
-    return _rate(lambda i, t, d: run_episode(env, AdaptiveScientist(), seed=i, template=t, difficulty=d), episodes)
+def _full_rate(env: ReplicaLabEnv, episodes: int) -> float:
+    make = SKILL_SCIENTISTS[FULL_SCIENTIST]
+    return _rate(lambda i, t, d: run_episode(env, make(i, t, d), seed=i, template=t, difficulty=d), episodes)
 
 
 def bench_env(episodes: int = DEFAULT_EPISODES) -> dict[str, float]:
@@ -62,7 +66,7 @@ def bench_env(episodes: int = DEFAULT_EPISODES) -> dict[str, float]:
         "scenario generation only": _rate(lambda i, t, d: generate_scenario(i, t, d), episodes),
         "episode, naive scientist": _rate(
             lambda i, t, d: run_episode(env, NaiveScientist(), seed=i, template=t, difficulty=d), episodes),
-        ADAPTIVE: _adaptive_rate(env, episodes),
+        FULL: _full_rate(env, episodes),
     }
     return rates
 
@@ -97,11 +101,11 @@ def bench_against_original(rates: dict[str, float], checkout: Path, deps: Path |
                            rounds: int) -> tuple[list[float], list[float]]:
     """Our full episode's rate (its first measurement: ``rates``, from ``bench_env``) and the original loop's,
     ``rounds`` of each, interleaved: ours, original, ours, original, ..."""
-    env, ours, theirs = ReplicaLabEnv(), [rates[ADAPTIVE]], []
+    env, ours, theirs = ReplicaLabEnv(), [rates[FULL]], []
     for k in range(rounds):
         theirs.append(original_rate(checkout, deps, episodes))
         if k + 1 < rounds:
-            ours.append(_adaptive_rate(env, episodes))
+            ours.append(_full_rate(env, episodes))
     return ours, theirs
 
 
@@ -114,19 +118,20 @@ def print_bench_env(episodes: int, original: Path | None = None, original_deps: 
     rates = bench_env(episodes)
     if original is not None:
         ours, theirs = bench_against_original(rates, original, original_deps, episodes, rounds)
-        rates[ADAPTIVE] = statistics.median(ours)
+        rates[FULL] = statistics.median(ours)
     print(f"replicalab bench env: {episodes} episodes per measurement, one process, all templates x difficulties")
+    width = max(map(len, rates))
     for name, rate in rates.items():
-        print(f"  {name:<30} {rate:10.0f} /s")
-    main = rates[ADAPTIVE]
+        print(f"  {name:<{width}} {rate:10.0f} /s")
+    main = rates[FULL]
     verdict = "meets" if main >= TARGET_EPISODES_PER_S else "MISSES"
-    print(f"  adaptive episodes {verdict} the target of {TARGET_EPISODES_PER_S:.0f}/s "
+    print(f"  full episodes {verdict} the target of {TARGET_EPISODES_PER_S:.0f}/s "
           f"({main / TARGET_EPISODES_PER_S:.2f}x); generation is "
           f"{100 * main / rates['scenario generation only']:.0f}% of an episode's time")
     if original is not None:
         baseline = statistics.median(theirs)
         print(f"  original ReplicaLab loop ({ORIGINAL_REPO}, {original})  {baseline:.0f} /s")
-        print(f"  adaptive episodes / original loop: {main / baseline:.2f}x")
+        print(f"  full episodes / original loop: {main / baseline:.2f}x")
         print(f"  (medians of {rounds} interleaved runs, in a subprocess for the original's: ours "
               f"{', '.join(f'{r:.0f}' for r in ours)}; original {', '.join(f'{r:.0f}' for r in theirs)})")
     return 0
@@ -137,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="episodes per measurement (default %(default)s)")
     parser.add_argument("--original", type=Path, default=None, metavar="DIR",
                         help=f"also time the original project's loop ({ORIGINAL_REPO}) from a checkout at DIR, "
-                             "in a subprocess, interleaved with the adaptive episodes")
+                             "in a subprocess, interleaved with the full episodes")
     parser.add_argument("--original-deps", type=Path, default=None, metavar="DIR",
                         help="a folder of the original's extra dependencies (fastapi, starlette), put on its path")
     parser.add_argument("--rounds", type=positive_int, default=DEFAULT_ROUNDS,

@@ -27,20 +27,22 @@ DEFAULT_EPISODES = 18
 def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[str, float]:
     """Seconds and episodes/s for sequential and batched play of ``jobs``."""
     from replicalab import ReplicaLabEnv, run_episode
-    from replicalab.agents import AdaptiveScientist
+    from replicalab.seats import parse_seat, scripted_scientist
     from training.eval.seat_check import SEATS
     from training.rollout.agent import ModelAgent, greedy_for
     from training.rollout.play import play_jobs
 
     sampling = greedy_for(policy)
+    scientist_seat, lab_seat = SEATS[role]
+    opponent = parse_seat("scientist", SEATS["lab_manager"][0]).arg  # the scripted Scientist of the Lab Manager seat
     started = time.perf_counter()
     for job in jobs:
         agent = ModelAgent(policy, role, sampling)  # type: ignore[arg-type]
-        scientist, lab = (agent, None) if role == "scientist" else (AdaptiveScientist(), agent)
+        scientist, lab = (agent, None) if role == "scientist" else (
+            scripted_scientist(opponent, job.seed, job.template, job.difficulty), agent)
         run_episode(ReplicaLabEnv(), scientist, lab, seed=job.seed, template=job.template,
                     difficulty=job.difficulty)
     sequential = time.perf_counter() - started
-    scientist_seat, lab_seat = SEATS[role]
     started = time.perf_counter()
     play_jobs(policy, list(jobs), scientist=scientist_seat, lab_manager=lab_seat, sampling=sampling)
     batched = time.perf_counter() - started

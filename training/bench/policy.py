@@ -4,7 +4,7 @@ With the prompt every model sees (no ready-made reply), against one scripted Lab
 difficulty x ``--seeds`` validation seeds:
 
 - **sampled play**: ``--samples`` episodes per seed and cell at ``--temperature``; the mean reward per cell next to
-  the scripted baselines on the same episodes (naive, adaptive, all skills); **pass@k**, the chance that the best
+  the scripted baselines on the same episodes (naive, the reader, all skills); **pass@k**, the chance that the best
   of k samples beats the naive Scientist on the same episode (unbiased estimate, Chen et al. 2021), i.e. whether a
   GRPO group of k holds an episode worth learning from; and each skill's **use rate** where its trigger shows
   (``replicalab.skill_use``);
@@ -31,7 +31,7 @@ from training.argtypes import positive_float, positive_int
 
 KS = (1, 4, 8)
 ACTION_PREFIX = '{"action_type":'
-BASELINES = ("naive", "adaptive", "reader+defender+asker")
+BASELINES = ("naive", "reader", "reader+defender+asker")
 #: Whose chats the decision is read in: the skilled Scientist's own, and the naive one's (the same chances after a
 #: history without skills: a warm start that infers its persona from the history uses the skill less there).
 HISTORIES = ("reader+defender+asker", "naive")

@@ -32,8 +32,8 @@ def _seat_list(role: str, specs: list[str], noun: str) -> list[str]:
 class EvalConfig(BaseModel):
     """Agents are played as the Scientist against each fixed Lab Manager seat on the same seeds of one split.
 
-    ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, adaptive, a skill
-    combination, oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
+    ``agents``: Scientist seat specs (``replicalab.seats``): ``scripted:NAME`` (naive, a skill combination,
+    oracle, random) or ``model:DIR`` (a checkpoint, a Hugging Face id, ``model:default``).  Each
     (template, difficulty) cell plays seeds ``split[seed_offset : seed_offset + episodes]``.  ``split``
     defaults to ``test`` (``TEST_SEEDS``, the only place test seeds are played); ``validation`` is what
     selection uses, ``train`` the training seeds.  The report states its split and seed range.
@@ -41,9 +41,9 @@ class EvalConfig(BaseModel):
 
     model_config = STRICT
     agents: list[str] = Field(
-        default_factory=lambda: ["scripted:naive", "scripted:adaptive", "scripted:oracle"], description=(
-            "Scientist seat specs to evaluate, each once: scripted:NAME (naive, adaptive, a skill combination "
-            "such as reader or reader+defender+asker, oracle, random) or model:DIR (a checkpoint, a Hugging Face "
+        default_factory=lambda: ["scripted:naive", "scripted:reader", "scripted:oracle"], description=(
+            "Scientist seat specs to evaluate, each once: scripted:NAME (naive, a skill combination such as "
+            "reader or reader+defender+asker, oracle, random) or model:DIR (a checkpoint, a Hugging Face "
             "id, model:default)."))
     lab_managers: list[str] = Field(default_factory=lambda: ["scripted"], description=(
         "The Lab Manager seats every agent plays against, each once: scripted (scripted:thrifty), "

@@ -2,7 +2,7 @@
 
 ``evaluate_model_seats`` plays the model with ``training.rollout.play.play_jobs`` -- the rollout code
 of training, append-only chats included -- as Scientist against the scripted Lab Manager, and as
-Lab Manager against ``AdaptiveScientist``, on every seed x template x difficulty, with greedy
+Lab Manager against the naive Scientist (plain ``scripted``), on every seed x template x difficulty, with greedy
 decoding.  Per seat it reports the share of model turns that parse into a valid action
 (``parse_rate = 1 - parse failures / model turns``, from the trajectories), the share of the seat's
 turns the env accepted (``valid_turn_rate``), and mean rewards next to scripted baselines played on
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from replicalab import DIFFICULTIES, TEMPLATES, TEST_SEEDS
 from replicalab.metrics import role_reward
 from replicalab.scenarios import cells
-from replicalab.seats import POLICY, AgentRole
+from replicalab.seats import POLICY, SCRIPTED, AgentRole
 from training.config.model import SamplingConfig
 from training.rollout.agent import greedy_for
 from training.rollout.play import play_jobs
@@ -33,10 +33,11 @@ from training.rollout.records import EpisodeJob, RolloutRecord, episode_jobs
 
 logger = logging.getLogger(__name__)
 
-#: The other seat of each evaluated seat: (scientist spec, lab manager spec).
+#: The other seat of each evaluated seat: (scientist spec, lab manager spec); ``scripted`` is the role's default
+#: scripted agent (``replicalab.seats.DEFAULT_SCRIPTED``).
 SEATS: dict[str, tuple[str, str]] = {
-    "scientist": (POLICY, "scripted"),
-    "lab_manager": ("scripted:adaptive", POLICY),
+    "scientist": (POLICY, SCRIPTED),
+    "lab_manager": (SCRIPTED, POLICY),
 }
 
 
@@ -122,7 +123,7 @@ def evaluate_model_seats(
     """Evaluate ``model`` (a checkpoint directory, model id or loaded policy) in both seats.
 
     Scientist seat: vs the scripted Lab Manager, compared with ``NaiveScientist`` on the same jobs.
-    Lab Manager seat: vs ``AdaptiveScientist``, compared with the scripted Lab Manager.
+    Lab Manager seat: vs ``NaiveScientist``, compared with the scripted Lab Manager.
     ``sampling`` defaults to greedy decoding with the checkpoint's ``max_new_tokens``;
     ``batch_size`` bounds how many episodes share one generate call.  This check selects, so a test seed
     among ``seeds`` is refused (ValueError) before any model loads.
@@ -137,7 +138,7 @@ def evaluate_model_seats(
     sampling = sampling or greedy_for(policy)
     reports = {}
     baselines = {"scientist": ("NaiveScientist", "scripted:naive"),
-                 "lab_manager": ("ScriptedLabManager (vs Adaptive)", "scripted:adaptive")}
+                 "lab_manager": ("ScriptedLabManager (vs Naive)", "scripted:naive")}
     for role, (scientist, lab_manager) in SEATS.items():
         jobs = episode_jobs(cells(templates or TEMPLATES, difficulties or DIFFICULTIES), seeds, role)
         logger.info("evaluating %s as the %s on %d episodes (and its baseline on the same)", policy.name_or_path,

@@ -265,13 +265,13 @@ def test_seat_rules(seats: dict, ok: bool) -> None:
 
 
 def test_parse_seat() -> None:
-    assert parse_seat("scientist", "scripted") == ("scripted", "adaptive")
+    assert parse_seat("scientist", "scripted") == ("scripted", "naive")
     assert parse_seat("lab_manager", "scripted") == ("scripted", "thrifty")
     assert parse_seat("scientist", "scripted:naive") == ("scripted", "naive")
     assert parse_seat("lab_manager", "model:/ckpt") == ("model", "/ckpt")
     assert parse_seat("scientist", "policy", training=True) == ("policy", "")
     assert parse_seat("scientist", "model:default").spec == "model:default"
-    for bad, training in (("policy", False), ("scripted:oracle", True), ("adaptive", False), ("model:", False)):
+    for bad, training in (("policy", False), ("scripted:oracle", True), ("naive", False), ("model:", False)):
         with pytest.raises(ValueError, match="valid scientist seats"):
             parse_seat("scientist", bad, training=training)
 

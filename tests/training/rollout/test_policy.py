@@ -183,6 +183,6 @@ def test_load_agent_spec(policy_tiny_model_dir: Path) -> None:
     first, second = factory(), factory()
     assert first is not second and first.policy is second.policy and first.role == "lab_manager"
     with pytest.raises(ValueError):
-        load_agent_spec("adaptive", "scientist")
+        load_agent_spec("naive", "scientist")
     with pytest.raises(ValueError):
         load_agent_spec("model:", "scientist")
