@@ -16,11 +16,9 @@ Why a group of episodes differs: against the scripted Lab Manager with ``rollout
 an episode is two Scientist turns, and with no agreement it scores ``-2 - 0.5 x invalid turns - 0.25 x
 questions beyond 4`` (``replicalab/judge/constants.py``).  The replies ask 0 (prose: an invalid turn), 1, 3, 6
 and 9 questions, so a reply said twice scores -3, -2, -2.5, -4 or -5.5: five different rewards.  A
-seat's two replies are drawn either as the same draw (``SamplingConfig.seed`` reseeds every generate call and
-both turns sit in the same batch row: what the rollouts do today) or independently; the first reply of each
-episode is an independent 1-in-5 draw either way.  All ``G`` episodes of a group then score alike with
-probability ``5 ** (1 - G)`` (same draw; independent draws: 0.0024 for G=4, by enumerating the 25 pairs), i.e.
-at most 0.008 for G=4, and ``k`` groups of 4 all have zero reward variance with probability at most
+seat's two replies are independent draws (each model turn samples from its own stream,
+``training.rollout.play.row_seed``), and so are the episodes of a group.  All ``G`` episodes of a group then
+score alike with probability 0.0024 for G=4 (by enumerating the 25 pairs of replies), below 0.008, and ``k`` groups of 4 all have zero reward variance with probability at most
 ``0.008 ** k``: 4.1e-9 for the 4 groups of the weight and adapter tests.
 """
 

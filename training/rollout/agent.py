@@ -23,7 +23,7 @@ from replicalab.parsing import parse_action
 from replicalab.prompts import RoleChat
 from replicalab.seats import MODEL, AgentRole, parse_seat
 from training.config.model import SamplingConfig
-from training.rollout.play import CONTEXT_EXHAUSTED, ModelSeat, record_turn, seat_prompt
+from training.rollout.play import CONTEXT_EXHAUSTED, ModelSeat, record_turn, row_seed, seat_prompt
 from training.rollout.policy import Generation, PolicyModel
 
 RoleObservation = Union[ScientistObservation, LabManagerObservation]
@@ -67,7 +67,8 @@ class ModelAgent:
         if ids is None:
             self.seat.parse_failures += 1
             return InvalidAction(role=self.role, error=CONTEXT_EXHAUSTED)
-        (generation,) = self.policy.generate_ids([ids], self.sampling)
+        seeds = None if self.sampling.seed is None else [row_seed(self.sampling.seed, 0, self.role, self.seat.turns)]
+        (generation,) = self.policy.generate_ids([ids], self.sampling, row_seeds=seeds)
         record_turn(self.seat, generation)
         self.generations.append(generation)
         action = parse_action(generation.text, self.role)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from replicalab import TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, ReplicaLabEnv, run_episode
-from replicalab.agents import AdaptiveScientist
+from replicalab.agents import NaiveScientist
 from replicalab.models import EpisodeLog
 from training.config.model import (
     ArchitectureConfig,
@@ -154,7 +154,7 @@ def test_sft_tokens_are_the_rollout_tokens(tiny_policy: PolicyModel) -> None:
 @pytest.mark.parametrize("role", ["scientist", "lab_manager"])
 def test_model_agent_plays_full_episode(tiny_policy: PolicyModel, role: str) -> None:
     agent = ModelAgent(tiny_policy, role, SHORT)  # type: ignore[arg-type]
-    scientist, lab = (agent, None) if role == "scientist" else (AdaptiveScientist(), agent)
+    scientist, lab = (agent, None) if role == "scientist" else (NaiveScientist(), agent)
     log = run_episode(ReplicaLabEnv(), scientist, lab, seed=TEST_SEEDS[0], template=TEMPLATES[0],
                       difficulty="easy")
     assert isinstance(log, EpisodeLog)
@@ -168,7 +168,7 @@ def test_model_agent_plays_full_episode(tiny_policy: PolicyModel, role: str) -> 
 
 @pytest.mark.parametrize("role", ["scientist", "lab_manager"])
 def test_play_jobs_with_the_model_in_either_seat(tiny_policy: PolicyModel, role: str) -> None:
-    seats = SCIENTIST_SEATS if role == "scientist" else dict(scientist="scripted:adaptive", lab_manager="policy")
+    seats = SCIENTIST_SEATS if role == "scientist" else dict(scientist="scripted:naive", lab_manager="policy")
     jobs = _jobs(role)
     records = play_jobs(tiny_policy, jobs, sampling=SHORT, **seats)
     assert [r.job for r in records] == jobs
@@ -209,10 +209,7 @@ def test_model_evaluation_reports_both_seats(tiny_policy: PolicyModel) -> None:
         assert seat.episodes == 2 and seat.model_turns >= 2
         assert 0.0 <= seat.parse_rate <= 1.0 and seat.parse_failures <= seat.model_turns
     assert report.naive_scientist_mean_reward == report.scientist.baseline_mean_reward
-    from replicalab import ReplicaLabEnv, run_episode
-    from replicalab.agents import AdaptiveScientist
-
-    lab = [run_episode(ReplicaLabEnv(), AdaptiveScientist(), seed=s, template=TEMPLATES[0], difficulty=d)
+    lab = [run_episode(ReplicaLabEnv(), NaiveScientist(), seed=s, template=TEMPLATES[0], difficulty=d)
            for d in ("easy", "hard") for s in VALIDATION_SEEDS[:1]]
     # each seat is measured by its own reward: the Lab Manager's baseline is the scripted lab's own reward
     assert report.lab_manager.baseline_mean_reward == pytest.approx(

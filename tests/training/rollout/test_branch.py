@@ -82,3 +82,21 @@ def test_a_group_branches_at_a_skill_chance_when_its_trunk_has_one(backend) -> N
             kind, turn = choose_branch(trunk, 0.0, random.Random(s))
             assert 0 <= turn < n and kind
         assert choose_branch(trunk, 1.0, random.Random(0))[0] in ("turn",) or n == 1
+
+
+def test_branch_groups_on_two_ray_workers_equal_the_in_process_result(ray_cluster, backend) -> None:
+    """A step's branch groups split across two Ray workers (a group's replies on different workers) play the same
+    episodes, token for token, as in this process."""
+    from training.rollout.ray_backend import RayBackend, RayPool
+
+    jobs = _jobs(cells=(("behavioral_psychology", "hard"), ("cell_biology", "medium")), seed0=90)
+    local = BranchCollector(backend, other_share=0.25, reply_only=True).collect(jobs, sampling_seed=21)
+    ray = RayBackend(backend.spec, RayPool(num_workers=2))
+    try:
+        remote = BranchCollector(ray, other_share=0.25, reply_only=True).collect(jobs, sampling_seed=21)
+    finally:
+        ray.close()
+    assert len({r.worker for r in remote}) == 2
+    assert [r.job for r in remote] == [r.job for r in local]
+    assert [r.log for r in remote] == [r.log for r in local]
+    assert [r.trajectory.completion_ids for r in remote] == [r.trajectory.completion_ids for r in local]

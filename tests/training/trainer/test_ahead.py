@@ -121,14 +121,16 @@ def test_a_staleness_one_run_overlaps_play_and_learning_within_the_bound(ray_clu
 
 
 @pytest.mark.slow
-def test_a_staleness_one_run_resumes_exactly(ray_cluster, policy_wide_model_dir: Path, tmp_path: Path):
+@pytest.mark.parametrize("group_by", ["episode", "turn"])
+def test_a_staleness_one_run_resumes_exactly(ray_cluster, policy_wide_model_dir: Path, tmp_path: Path, group_by: str):
     from training.config.train import load_train_config
     from training.trainer.ahead import AHEAD_FILE
     from training.trainer.run import run_train
 
     def config(where: str):
         return load_train_config(TRAIN_CFG, [*AHEAD_TINY, "grpo.max_steps=4", f"model={policy_wide_model_dir}",
-                                             f"output_dir={tmp_path / where}", "run_name=ahead"])
+                                             f"output_dir={tmp_path / where}", "run_name=ahead",
+                                             f"grpo.group_by={group_by}"])
 
     reference = config("reference")
     run_train(reference)
@@ -146,3 +148,5 @@ def test_a_staleness_one_run_resumes_exactly(ray_cluster, policy_wide_model_dir:
     lag = {r["step"]: r["rollout/staleness_max"] for r in comparable_rows(resumed.run_dir / "metrics.jsonl")
            if "rollout/staleness_max" in r}
     assert lag == {0: 0.0, 1: 1.0, 2: 1.0, 3: 1.0}  # the resumed step 2 trained on the saved batch
+    kinds = [r for r in comparable_rows(resumed.run_dir / "metrics.jsonl") if "branch/with_variance" in r]
+    assert len(kinds) == 4 and all(("branch/groups/episode" in r) == (group_by == "episode") for r in kinds)
