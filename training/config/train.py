@@ -46,7 +46,7 @@ class SeatsConfig(BaseModel):
 
     model_config = STRICT_NUMBERS_AS_STR
     scientist: str = Field(default=POLICY, description=(
-        "Seat of the Scientist: policy (trained), scripted (scripted:adaptive), scripted:NAME (naive, adaptive, "
+        "Seat of the Scientist: policy (trained), scripted (scripted:naive), scripted:NAME (naive, "
         "a skill combination such as reader, defender+asker or reader+defender+asker, random), "
         "or model:DIR (a frozen checkpoint or Hugging Face id)."))
     lab_manager: str = Field(default=SCRIPTED, description=(

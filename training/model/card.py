@@ -40,7 +40,7 @@ def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
         "| seat | opponent | parse rate | valid turns | mean reward | baseline on the same episodes |",
         "|---|---|---|---|---|---|",
         _seat_row("Scientist", "scripted Lab Manager", sci, "NaiveScientist"),
-        _seat_row("Lab Manager", "AdaptiveScientist", lab, "scripted Lab Manager"),
+        _seat_row("Lab Manager", "NaiveScientist", lab, "scripted Lab Manager"),
         "",
         "Scientist mean reward by difficulty: "
         + ", ".join(f"{d} {r:.3f}" for d, r in sci["mean_reward_by_difficulty"].items()) + ".",

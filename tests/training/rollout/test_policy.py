@@ -148,9 +148,9 @@ def test_garbage_model_output_becomes_invalid_action(wide_policy: PolicyModel) -
     policy = wide_policy
 
     class Garbage(PolicyModel):
-        def generate_ids(self, prompts, sampling, *, truncated=None):  # type: ignore[override]
+        def generate_ids(self, prompts, sampling, *, truncated=None, row_seeds=None):  # type: ignore[override]
             return [g.__class__(**{**g.__dict__, "text": "}{ not json ```"})
-                    for g in super().generate_ids(prompts, sampling, truncated=truncated)]
+                    for g in super().generate_ids(prompts, sampling, truncated=truncated, row_seeds=row_seeds)]
 
     garbage = Garbage(model=policy.model, tokenizer=policy.tokenizer, device="cpu")
     garbage.max_positions = policy.max_positions
