@@ -83,9 +83,11 @@ def run(args: argparse.Namespace) -> int:
                        scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager)
     backend = InProcessBackend(spec)
     branching = BranchCollector(backend, other_share=cfg.grpo.branch.other_share,
-                                reply_only=cfg.grpo.branch.tokens == "reply")
+                                reply_only=cfg.grpo.branch.tokens == "reply",
+                                reply_temperature=cfg.grpo.branch.temperature)
     print(f"replicalab bench groups: {args.steps} steps x {per_step} groups x {g} samples of {args.config}, "
-          f"model {model}, temperature {cfg.rollout.sampling.temperature}")
+          f"model {model}, temperature {cfg.rollout.sampling.temperature} (branched replies: "
+          f"{cfg.scoring_temperature})")
     results = {}
     for name, collector in (("whole-episode groups", backend), ("branch groups", branching)):
         start, records = time.perf_counter(), []

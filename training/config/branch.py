@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import BaseModel, Field
 
@@ -22,3 +22,7 @@ class BranchConfig(BaseModel):
     tokens: Literal["reply", "continuation"] = Field(default="reply", description=(
         "Which tokens of a branch train on its advantage: reply (the branched reply alone; the continuation is "
         "played for the reward) or continuation (the branched reply and the seat's later turns)."))
+    temperature: Optional[float] = Field(default=None, gt=0.0, description=(
+        "Temperature of the branched reply, the one reply of a branch that trains (needs tokens=reply); the "
+        "trainer scores at it, and the replayed prefix and the continuation keep rollout.sampling's. None: "
+        "rollout.sampling.temperature."))

@@ -435,6 +435,10 @@ class TrainConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "TrainConfig":
+        branch = self.grpo.branch
+        if branch.temperature is not None and (self.grpo.group_by != "turn" or branch.tokens != "reply"):
+            raise ValueError("grpo.branch.temperature samples the branched reply alone at its own temperature: it "
+                             "needs grpo.group_by=turn and grpo.branch.tokens=reply")
         if self.bf16 and self.device == "cpu":
             raise ValueError("bf16=true needs device cuda (or auto on a GPU machine)")
         if self.dtype in ("bfloat16", "float16") and not self.lora.enabled:
@@ -502,6 +506,13 @@ class TrainConfig(BaseModel):
     def resolve_bf16(self, device: str) -> bool:
         """bf16 for the resolved device ("cpu" or "cuda"): the explicit value, else on for cuda."""
         return self.bf16 if self.bf16 is not None else device == "cuda"
+
+    @property
+    def scoring_temperature(self) -> float:
+        """The temperature the trainer scores the trained tokens at: the one they were sampled at (the branched
+        reply's, ``grpo.branch.temperature``, when set; else the rollouts')."""
+        branch = self.grpo.branch
+        return branch.temperature if branch.temperature is not None else self.rollout.sampling.temperature
 
     def resolve_dtype(self, device: str, lora: Optional[bool] = None) -> str:
         """The learner's weight dtype for the resolved device ("cpu" or "cuda"): the explicit value, else bfloat16

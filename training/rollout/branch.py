@@ -14,8 +14,11 @@ turn of the trained role, uniformly.  One branch point per trunk, so a step of `
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
 
 Which tokens train: with ``reply_only`` a branch's trajectory is its branched reply alone (the prefix is its
-prompt, the continuation is played for the reward and masked away), so the advantage credits the decision that
-differs inside the group; otherwise the continuation's turns train on the same advantage too.
+prompt, the continuation is played for the reward and left out), so the advantage credits the decision that
+differs inside the group; otherwise the continuation's turns train on the same advantage too.  With
+``reply_temperature`` the branched reply (the only tokens that train) is sampled at that temperature and the
+continuation at the rollouts': a decision explored at 1.0 while the copies around it stay at the sharper
+temperature; the trainer scores at the reply's temperature, so the trained tokens are exactly on-policy.
 
 The trunk collect and the branch collect use different sampling seeds, so no branch repeats its trunk.  Every
 choice is a function of the collect's seed and the trunk, so a step (and a resumed step) branches the same way in
@@ -101,8 +104,10 @@ class BranchCollector:
     ``fetch``, for rollouts played ahead) returns one record per job, in job order, each a branch of its group's
     trunk.  The backend's other calls (weights, snapshots, validation) go to the backend itself."""
 
-    def __init__(self, backend: Any, *, other_share: float, reply_only: bool) -> None:
+    def __init__(self, backend: Any, *, other_share: float, reply_only: bool,
+                 reply_temperature: Optional[float] = None) -> None:
         self.backend, self.other_share, self.reply_only = backend, other_share, reply_only
+        self.reply_temperature = reply_temperature
         #: The trunks of the latest collect (what ``branch_metrics`` and the logs report beside the branches).
         self.last_trunks: list[RolloutRecord] = []
 
@@ -113,8 +118,8 @@ class BranchCollector:
             rng = random.Random(f"{sampling_seed}:{group[0].group}")
             kind, turn = choose_branch(trunk, self.other_share, rng)
             prefix = prefix_before(trunk, group[0].role, turn) if kind else ()
-            out += [replace(job, prefix=prefix, branch=kind, reply_only=self.reply_only and bool(kind))
-                    for job in group]
+            out += [replace(job, prefix=prefix, branch=kind, reply_only=self.reply_only and bool(kind),
+                            reply_temperature=self.reply_temperature if kind else None) for job in group]
         return out
 
     def submit(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> PendingBranches:

@@ -204,7 +204,7 @@ def play_jobs(
         _advance(loops, i, action, pending, logs)
 
     while pending:
-        by_model: dict[str, list[tuple[int, list[int]]]] = {}
+        by_model: dict[tuple[str, float | None], list[tuple[int, list[int]]]] = {}
         for i in sorted(pending):
             role = pending[i].role
             seat = seats[i][role]
@@ -215,15 +215,18 @@ def play_jobs(
             elif len(turns[i]) < len(jobs[i].prefix):
                 reply(i, _replayed(jobs[i].prefix[len(turns[i])], role, ids))
             else:
-                if jobs[i].prefix and role == jobs[i].role and seat.branch_end is None:
+                branched = role == jobs[i].role and seat.branch_end is None
+                if jobs[i].prefix and branched:
                     seat.prompt_ids, seat.completion_ids, seat.logprobs, seat.env_mask = ids, [], [], []
-                by_model.setdefault(per_job[i][role], []).append((i, ids))
-        for name, batch in by_model.items():
+                temperature = jobs[i].reply_temperature if branched else None
+                by_model.setdefault((per_job[i][role], temperature), []).append((i, ids))
+        for (name, temperature), batch in by_model.items():
             tick = time.perf_counter()
+            how = sampling if temperature is None else sampling.model_copy(update={"temperature": temperature})
             seeds = None if sampling.seed is None else [
                 row_seed(sampling.seed, jobs[i].job_id, pending[i].role, seats[i][pending[i].role].turns)
                 for i, _ in batch]
-            outputs = models[name].generate_ids([ids for _, ids in batch], sampling, row_seeds=seeds)
+            outputs = models[name].generate_ids([ids for _, ids in batch], how, row_seeds=seeds)
             generate_s += time.perf_counter() - tick
             for (i, _), g in zip(batch, outputs):
                 reply(i, g)

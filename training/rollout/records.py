@@ -43,6 +43,8 @@ class EpisodeJob:
     prefix: tuple[ModelTurn, ...] = ()
     branch: str = ""
     reply_only: bool = False
+    #: The branched reply's sampling temperature (None: the collect's).
+    reply_temperature: float | None = None
 
 
 def episode_jobs(cells: Sequence[tuple[str, str]], seeds: Iterable[int], role: AgentRole = "scientist",

@@ -109,7 +109,7 @@ def grpo_args(cfg: TrainConfig, *, device: str, processes: int = 1):
     from training.trainer.sharding import sharding_kwargs
 
     return grpo_config(cfg.grpo, output_dir=cfg.checkpoints_dir, batch_per_process=cfg.per_process_batch(processes),
-                       temperature=cfg.rollout.sampling.temperature, seed=cfg.seed, checkpoint=cfg.checkpoint,
+                       temperature=cfg.scoring_temperature, seed=cfg.seed, checkpoint=cfg.checkpoint,
                        dtype=cfg.resolve_dtype(device),
                        use_cpu=device == "cpu", bf16=cfg.resolve_bf16(device), sharding=sharding_kwargs(cfg.learner))
 

@@ -91,7 +91,8 @@ class EpisodeRollouts:
         self.backend, self.logger, self.lora, self.pool = backend, logger, lora, pool
         # grpo.group_by=turn: each group's episodes branch from one decision state of a trunk (training.rollout.branch)
         self.collector = backend if branch is None or backend is None else BranchCollector(
-            backend, other_share=branch.other_share, reply_only=branch.tokens == "reply")
+            backend, other_share=branch.other_share, reply_only=branch.tokens == "reply",
+            reply_temperature=branch.temperature)
         self.num_generations, self.seed, self.max_staleness = num_generations, seed, max_staleness
         # rollout.max_staleness=1: the next step's batch in flight (training.trainer.ahead; keys: the rows' prompts)
         self.ahead = RolloutsAhead(keys) if max_staleness > 0 else None

@@ -376,3 +376,19 @@ def test_difficulty_weights_default_keeps_the_plain_cycle_and_bad_weights_fail()
     for bad in ({"hardest": 1.0}, {"hard": -1.0}, {"easy": 0, "medium": 0, "hard": 0}):
         with pytest.raises(ValueError):
             TrainConfig(data={"difficulty_weights": bad})
+
+
+def test_branch_groups_config_and_the_scoring_temperature() -> None:
+    """``grpo.group_by=turn`` takes branch settings; a branched reply's own temperature needs reply-only tokens and
+    is what the trainer scores at; anything else is refused in one line."""
+    plain = load_train_config(None, ["grpo.group_by=turn", "rollout.sampling.temperature=0.5"])
+    assert plain.grpo.branch.tokens == "reply" and plain.scoring_temperature == 0.5
+    hot = load_train_config(None, ["grpo.group_by=turn", "rollout.sampling.temperature=0.5",
+                                   "grpo.branch.temperature=1.0"])
+    assert hot.scoring_temperature == 1.0
+    for bad in (["grpo.branch.temperature=1.0"],
+                ["grpo.group_by=turn", "grpo.branch.tokens=continuation", "grpo.branch.temperature=1.0"],
+                ["grpo.group_by=step"], ["grpo.group_by=turn", "grpo.branch.other_share=1.5"]):
+        with pytest.raises((ConfigError, ValueError)) as err:
+            load_train_config(None, bad)
+        assert ("group_by" in str(err.value)) or ("other_share" in str(err.value)) or ("temperature" in str(err.value))
