@@ -1,0 +1,96 @@
+"""Where branch groups branch and what their metrics count, on scripted episodes (no model: fast)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from replicalab import ReplicaLabEnv, run_episode
+from replicalab.agents import SKILLS, SkilledScientist
+from replicalab.skill_use import skill_chances
+from training.rollout.branch import (
+    OTHER_TURN,
+    BranchCollector,
+    branch_metrics,
+    branch_turn,
+    choose_branch,
+    group_contrast,
+    groups_of,
+    prefix_before,
+)
+from training.rollout.records import EpisodeJob, ModelTurn, RolloutRecord
+
+
+def _record(seed: int, agent, job_id: int = 0, group: int = 0, **job) -> RolloutRecord:
+    """A scripted episode dressed as a rollout record: one model turn per Scientist turn (the Lab Manager
+    scripted)."""
+    log = run_episode(ReplicaLabEnv(), agent, seed=seed, template="cell_biology", difficulty="hard")
+    turns = tuple(ModelTurn("scientist", (seed, k), (-0.5, -0.5), "{}") for k, t in
+                  enumerate(t for t in log.turns if t.role == "scientist"))
+    base = EpisodeJob(job_id=job_id, seed=seed, template="cell_biology", difficulty="hard", role="scientist",
+                      group=group)
+    return RolloutRecord(job=replace(base, **job), log=log, trajectory=None, model_turns=turns)
+
+
+def test_a_group_branches_at_a_chance_unless_it_draws_another_turn() -> None:
+    with_chance = [r for r in (_record(s, SkilledScientist()) for s in range(20)) if skill_chances(r.log)]
+    assert with_chance
+    for trunk in with_chance:
+        chances = {c.turn: c.skill for c in skill_chances(trunk.log)}
+        for s in range(6):
+            kind, turn = choose_branch(trunk, 0.0, random.Random(s))
+            assert chances.get(turn) == kind
+            prefix = prefix_before(trunk, "scientist", turn)
+            assert len(prefix) == turn and prefix == trunk.model_turns[:turn]
+        n = len(trunk.model_turns)
+        if n > len(chances):
+            kind, turn = choose_branch(trunk, 1.0, random.Random(0))
+            assert kind == OTHER_TURN and turn not in chances
+    assert choose_branch(replace(with_chance[0], model_turns=()), 0.0, random.Random(0)) == ("", 0)
+    with pytest.raises(ValueError, match="no scientist turn 9"):
+        prefix_before(with_chance[0], "scientist", 9)
+
+
+def test_group_contrast_counts_a_used_and_an_unused_skill_at_the_same_chance() -> None:
+    trunk = next(r for r in (_record(s, SkilledScientist()) for s in range(40))
+                 if any(c.skill == "read" for c in skill_chances(r.log)))
+    turn = next(c.turn for c in skill_chances(trunk.log) if c.skill == "read")
+    prefix = prefix_before(trunk, "scientist", turn)
+    branch = dict(prefix=prefix, branch="read", group=3)
+    naive = _record(trunk.job.seed, SkilledScientist(), **branch)
+    reader = _record(trunk.job.seed, SkilledScientist(["read"]), **branch)
+    assert branch_turn(naive.job) == turn
+    assert group_contrast([naive, naive])[2] is False
+    assert group_contrast([naive, reader])[2] is True
+    metrics = branch_metrics([naive, reader, _record(5, SkilledScientist(SKILLS), group=4)])
+    assert metrics["branch/groups/read"] == 1 and metrics["branch/groups/episode"] == 1
+    assert metrics["branch/both_used_and_unused"] > 0 and metrics["branch/groups_at_a_chance"] >= 1
+    assert [len(g) for g in groups_of([naive.job, reader.job, replace(naive.job, group=4)])] == [2, 1]
+
+
+def test_the_collector_branches_every_group_from_its_own_trunk_and_keeps_job_order() -> None:
+    """With a stand-in backend that plays scripted episodes, each group's jobs carry its trunk's prefix, the
+    trunks sample with another seed than the branches, and every job comes back once, in order."""
+
+    class Scripted:
+        def __init__(self):
+            self.seeds = []
+
+        def collect(self, jobs, *, sampling_seed=None):
+            self.seeds.append(sampling_seed)
+            return [_record(j.seed, SkilledScientist(), **{k: getattr(j, k) for k in (
+                "job_id", "group", "prefix", "branch", "reply_only", "reply_temperature")}) for j in jobs]
+
+    jobs = [EpisodeJob(job_id=g * 3 + k, seed=10 + g, template="cell_biology", difficulty="hard", role="scientist",
+                       group=g) for g in range(3) for k in range(3)]
+    backend = Scripted()
+    records = BranchCollector(backend, other_share=0.0, reply_only=True, reply_temperature=1.0).collect(
+        jobs, sampling_seed=7)
+    assert [r.job.job_id for r in records] == [j.job_id for j in jobs]
+    assert backend.seeds[1] == 7 and backend.seeds[0] != 7
+    for group in groups_of([r.job for r in records]):
+        assert len({j.prefix for j in group}) == 1 and len({j.branch for j in group}) == 1
+        assert all(j.reply_only == bool(j.branch) and j.reply_temperature == (1.0 if j.branch else None)
+                   for j in group)
