@@ -25,4 +25,4 @@ class BranchConfig(BaseModel):
     temperature: Optional[float] = Field(default=None, gt=0.0, description=(
         "Temperature of the branched reply, the one reply of a branch that trains (needs tokens=reply); the "
         "trainer scores at it, and the replayed prefix and the continuation keep rollout.sampling's. None: "
-        "rollout.sampling.temperature."))
+        "rollout.sampling.temperature. Ignored with grpo.group_by=episode."))

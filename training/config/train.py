@@ -436,9 +436,9 @@ class TrainConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "TrainConfig":
         branch = self.grpo.branch
-        if branch.temperature is not None and (self.grpo.group_by != "turn" or branch.tokens != "reply"):
+        if self.grpo.group_by == "turn" and branch.temperature is not None and branch.tokens != "reply":
             raise ValueError("grpo.branch.temperature samples the branched reply alone at its own temperature: it "
-                             "needs grpo.group_by=turn and grpo.branch.tokens=reply")
+                             "needs grpo.branch.tokens=reply")
         if self.bf16 and self.device == "cpu":
             raise ValueError("bf16=true needs device cuda (or auto on a GPU machine)")
         if self.dtype in ("bfloat16", "float16") and not self.lora.enabled:
@@ -512,7 +512,9 @@ class TrainConfig(BaseModel):
         """The temperature the trainer scores the trained tokens at: the one they were sampled at (the branched
         reply's, ``grpo.branch.temperature``, when set; else the rollouts')."""
         branch = self.grpo.branch
-        return branch.temperature if branch.temperature is not None else self.rollout.sampling.temperature
+        if self.grpo.group_by == "turn" and branch.temperature is not None:
+            return branch.temperature
+        return self.rollout.sampling.temperature
 
     def resolve_dtype(self, device: str, lora: Optional[bool] = None) -> str:
         """The learner's weight dtype for the resolved device ("cpu" or "cuda"): the explicit value, else bfloat16

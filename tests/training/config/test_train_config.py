@@ -386,8 +386,9 @@ def test_branch_groups_config_and_the_scoring_temperature() -> None:
     hot = load_train_config(None, ["grpo.group_by=turn", "rollout.sampling.temperature=0.5",
                                    "grpo.branch.temperature=1.0"])
     assert hot.scoring_temperature == 1.0
-    for bad in (["grpo.branch.temperature=1.0"],
-                ["grpo.group_by=turn", "grpo.branch.tokens=continuation", "grpo.branch.temperature=1.0"],
+    whole = load_train_config(None, ["rollout.sampling.temperature=0.5", "grpo.branch.temperature=1.0"])
+    assert whole.grpo.group_by == "episode" and whole.scoring_temperature == 0.5  # ignored for whole episodes
+    for bad in (["grpo.group_by=turn", "grpo.branch.tokens=continuation", "grpo.branch.temperature=1.0"],
                 ["grpo.group_by=step"], ["grpo.group_by=turn", "grpo.branch.other_share=1.5"]):
         with pytest.raises((ConfigError, ValueError)) as err:
             load_train_config(None, bad)
