@@ -94,3 +94,13 @@ def test_the_collector_branches_every_group_from_its_own_trunk_and_keeps_job_ord
         assert len({j.prefix for j in group}) == 1 and len({j.branch for j in group}) == 1
         assert all(j.reply_only == bool(j.branch) and j.reply_temperature == (1.0 if j.branch else None)
                    for j in group)
+
+
+def test_the_decision_explains_the_reward_variance_between_its_answers_only() -> None:
+    from training.bench.groups import explained_share
+
+    by_decision = [("read", True, 5.0, 0), ("read", True, 5.0, 0), ("read", False, 1.0, 0), ("read", False, 1.0, 0)]
+    assert explained_share(by_decision) == pytest.approx(1.0)
+    by_continuation = [("read", True, 5.0, 1), ("read", True, 1.0, 1), ("read", False, 5.0, 1), ("read", False, 1.0, 1)]
+    assert explained_share(by_continuation) == pytest.approx(0.0)
+    assert explained_share(by_decision + by_continuation) == pytest.approx(0.5)
