@@ -26,12 +26,21 @@ def resume_overrides(model: Path | str, output_dir: Path, run_name: str, steps: 
             f"run_name={run_name}"]
 
 
+#: Logged step loss is a difference of the trainer's float32 running sums (transformers' ``tr_loss``), so a run
+#: resumed from a checkpoint (its sum restarting at 0) may log it one float32 ulp of the sum apart
+#: (2**-27 ~ 7.5e-9 after a step of loss 0.1): compared at this many decimals.
+LOSS_DECIMALS = 6
+
+
 def comparable_rows(path: Path) -> list[dict]:
-    """A JSONL log's rows without timing fields and per-session aggregates."""
+    """A JSONL log's rows without timing fields and per-session aggregates (the step loss at ``LOSS_DECIMALS``)."""
     rows = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        rows.append({k: v for k, v in row.items() if not k.startswith("time/") and k not in SESSION_KEYS})
+        kept = {k: v for k, v in row.items() if not k.startswith("time/") and k not in SESSION_KEYS}
+        if isinstance(kept.get("train/loss"), float):
+            kept["train/loss"] = round(kept["train/loss"], LOSS_DECIMALS) + 0.0
+        rows.append(kept)
     return rows
 
 
