@@ -37,13 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _decision_rows(records) -> list[tuple[str, bool, float, int]]:
     """(skill, used, reward, group) of every branch reply at a skill's chance."""
-    from training.rollout.branch import OTHER_TURN, _used_at, branch_turn
+    from training.rollout.branch import OTHER_TURN, branch_turn, used_at
 
     rows = []
     for r in records:
         kind = r.job.branch
         if kind and kind != OTHER_TURN:
-            used = _used_at(r, kind, branch_turn(r.job))
+            used = used_at(r, kind, branch_turn(r.job))
             if used is not None:
                 rows.append((kind, used, r.trajectory.reward, r.job.group))
     return rows

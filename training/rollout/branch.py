@@ -42,11 +42,8 @@ TRUNK_SEED_OFFSET = 7_777_777
 
 @dataclass
 class PendingBranches:
-    """A submitted branch collect: its jobs, the trunks it branched from, and the backend's pending handle (or the
-    records, for a backend that plays at once)."""
+    """A submitted branch collect: the backend's pending handle, or the records of a backend that plays at once."""
 
-    jobs: list[EpisodeJob]
-    trunks: list[RolloutRecord]
     pending: Any = None
     records: Optional[list[RolloutRecord]] = None
 
@@ -130,7 +127,7 @@ class BranchCollector:
         trunks = self.backend.collect(trunk_jobs, sampling_seed=trunk_seed) if trunk_jobs else []
         self.last_trunks = list(trunks)
         branches = self.branch_jobs(jobs, trunks, sampling_seed)
-        pending = PendingBranches(branches, list(trunks))
+        pending = PendingBranches()
         if hasattr(self.backend, "submit"):
             pending.pending = self.backend.submit(branches, sampling_seed=sampling_seed)
         else:
@@ -147,7 +144,7 @@ class BranchCollector:
         return self.fetch(self.submit(jobs, sampling_seed=sampling_seed))
 
 
-def _used_at(record: RolloutRecord, skill: str, turn: int) -> Optional[bool]:
+def used_at(record: RolloutRecord, skill: str, turn: int) -> Optional[bool]:
     """Whether the record's Scientist used ``skill`` at its own ``turn`` (None: no such chance there)."""
     return next((c.used for c in skill_chances(record.log) if c.skill == skill and c.turn == turn), None)
 
@@ -163,7 +160,7 @@ def group_contrast(group: Sequence[RolloutRecord]) -> tuple[str, bool, Optional[
     if kind == OTHER_TURN or group[0].job.role != "scientist":
         return kind, varied, None
     if kind:
-        used = {_used_at(r, kind, branch_turn(r.job)) for r in group} - {None}
+        used = {used_at(r, kind, branch_turn(r.job)) for r in group} - {None}
         return kind, varied, used == {True, False} if used else None
     per_skill: dict[str, set] = {}
     for r in group:
