@@ -44,6 +44,17 @@ def comparable_rows(path: Path) -> list[dict]:
     return rows
 
 
+def first_difference(got: list[dict], want: list[dict]) -> str:
+    """Where two comparable logs part: the row count, or the first row's step and the keys whose values differ."""
+    if len(got) != len(want):
+        return f"{len(got)} rows, expected {len(want)}"
+    for g, w in zip(got, want):
+        if g != w:
+            keys = sorted(k for k in g.keys() | w.keys() if g.get(k) != w.get(k))
+            return f"step {w.get('step')}: " + ", ".join(f"{k} {g.get(k)!r} != {w.get(k)!r}" for k in keys)
+    return "equal"
+
+
 def weights(run_dir: Path) -> dict:
     from safetensors.torch import load_file
 
@@ -62,7 +73,8 @@ def resume_cut_run(whole: Path, part_cfg, last_step: int) -> None:
     shutil.rmtree(part_cfg.run_dir / "checkpoints" / f"checkpoint-{last_step}")
     assert run_train(part_cfg, resume=True)["resumed_from"].endswith(f"checkpoint-{last_step - 1}")
     for name in ("metrics.jsonl", "episodes.jsonl"):
-        assert comparable_rows(part_cfg.run_dir / name) == comparable_rows(whole / name), name
+        got, want = comparable_rows(part_cfg.run_dir / name), comparable_rows(whole / name)
+        assert got == want, f"{name}: {first_difference(got, want)}"
 
 
 def assert_same_run(run: Path, reference: Path) -> None:
@@ -74,7 +86,7 @@ def assert_same_run(run: Path, reference: Path) -> None:
     for name in ("metrics.jsonl", "episodes.jsonl"):
         got, want = comparable_rows(run / name), comparable_rows(reference / name)
         assert [r["step"] for r in got] == [r["step"] for r in want], name
-        assert got == want, f"{name} differs from the uninterrupted run"
+        assert got == want, f"{name} differs from the uninterrupted run: {first_difference(got, want)}"
     ids = [(r["step"], r["log"]["episode_id"], i % 2) for i, r in enumerate(comparable_rows(run / "episodes.jsonl"))]
     assert len(ids) == len(set(ids))
 
