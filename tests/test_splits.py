@@ -61,7 +61,8 @@ def test_eval_config_split_bounds_and_default() -> None:
 
 
 def test_train_config_seed_bounds() -> None:
-    from training.config.train import DataConfig, ValidationConfig
+    from training.config.data import DataConfig
+    from training.config.validation import ValidationConfig
 
     for kwargs in ({"episodes": 0}, {"episodes": len(VALIDATION_SEEDS) + 1}, {"every_steps": -1}):
         with pytest.raises(ValueError):

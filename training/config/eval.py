@@ -11,9 +11,10 @@ from replicalab import DIFFICULTIES, TEMPLATES
 from replicalab.scenarios import cells
 from replicalab.seats import parse_seat
 from replicalab.seeds import SPLITS, split_seeds
+from training.config.kinds import BackendKind, Engine
 from training.config.loading import STRICT, ConfigError, load_config, one_line
 from training.config.model import SamplingConfig, VLLMConfig
-from training.config.train import WandbConfig
+from training.config.tracking import WandbConfig
 
 #: The largest split (no count or offset of any split can exceed it).
 MAX_SPLIT_SEEDS = max(len(s) for s in SPLITS.values())
@@ -59,10 +60,10 @@ class EvalConfig(BaseModel):
         "Seeds skipped at the start of the split (non-negative; seed_offset + episodes within the split)."))
     templates: list[str] = Field(default_factory=lambda: list(TEMPLATES), description="Scenario templates played.")
     difficulties: list[str] = Field(default_factory=lambda: list(DIFFICULTIES), description="Difficulties played.")
-    backend: Literal["inprocess", "ray"] = Field(default="ray", description=(
+    backend: BackendKind = Field(default="ray", description=(
         "Where model agents play: inprocess or a pool of Ray workers (scripted agents always play in-process)."))
     num_workers: int = Field(default=2, ge=1, description="Ray workers for model agents (backend=ray).")
-    engine: Literal["hf", "vllm"] = Field(default="hf", description=(
+    engine: Engine = Field(default="hf", description=(
         "What generates model agents' turns: hf (transformers generate) or vllm (vLLM in each Ray worker, in the "
         "vLLM environment of launch/setup_vllm.sh; needs backend=ray)."))
     vllm: VLLMConfig = Field(default_factory=VLLMConfig, description="The vLLM engine (engine=vllm).")

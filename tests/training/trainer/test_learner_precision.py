@@ -31,7 +31,9 @@ def _trainer(model_dir, *, dtype: str, lora: bool = False, batch: int = 2):
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from training.config.train import CheckpointConfig, GRPOParams, LoraConfig
+    from training.config.checkpoint import CheckpointConfig
+    from training.config.grpo import GRPOParams
+    from training.config.lora import LoraConfig
     from training.trainer.grpo import ReplicaLabGRPOTrainer, grpo_config
     from training.trainer.weights import lora_peft_config
 

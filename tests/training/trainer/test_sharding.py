@@ -71,7 +71,8 @@ def test_sharding_kwargs_of_each_mode():
 
 
 def test_trl_takes_the_fsdp_arguments_and_the_timeout():
-    from training.config.train import CheckpointConfig, GRPOParams
+    from training.config.checkpoint import CheckpointConfig
+    from training.config.grpo import GRPOParams
     from training.trainer.grpo import grpo_config
     from training.trainer.sharding import sharding_kwargs
 
