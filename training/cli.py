@@ -21,6 +21,7 @@ from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seats import MODEL, parse_seat, scripted_agent, seat_choices
 from training.argtypes import positive_int, seed_int
 from training.cli_errors import DEBUG_ENV, EXIT_INTERRUPTED, UsageError, error_report, yaml_where
+from training.config.kinds import BACKENDS
 
 
 def _seat(role: str) -> Callable[[str], str]:
@@ -279,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", choices=("validation", "test", "train"), default=None,
                     help="seed split played (default test: the final report; validation: what selection uses)")
     ev.add_argument("--episodes", type=positive_int, default=None, help="episodes per template x difficulty")
-    ev.add_argument("--backend", choices=("inprocess", "ray"), default=None)
+    ev.add_argument("--backend", choices=BACKENDS, default=None)
     ev.add_argument("--out", default=None)
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     ev.set_defaults(func=cmd_eval)

@@ -19,6 +19,7 @@ import time
 from typing import Any, Optional, Sequence
 
 from training.argtypes import positive_int
+from training.config.kinds import ENGINES
 
 DEFAULT_EPISODES = 32
 DEFAULT_MAX_NEW_TOKENS = 96
@@ -122,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-rounds", type=positive_int, default=DEFAULT_MAX_ROUNDS, help="rounds per episode")
     parser.add_argument("--workers", type=positive_int, default=1, help="Ray rollout workers per engine")
     parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS, help="timed collects (best kept)")
-    parser.add_argument("--engines", nargs="+", choices=("hf", "vllm"), default=["hf", "vllm"],
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES),
                         help="engines to compare; the first is the baseline")
 
 
