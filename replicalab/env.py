@@ -22,21 +22,20 @@ Rules:
 
 from __future__ import annotations
 
-from replicalab.judge import REWARD_SPEC_VERSION, EpisodeFacts, judge, unknown_ids
+from replicalab.env_records import episode_log, episode_state, final_result, lab_manager_view, scientist_view
+from replicalab.judge import EpisodeFacts, judge, unknown_ids
 from replicalab.judge.constants import RATIONALE_WORD_LIMIT
 from replicalab.lab.answers import ANSWERS_PREFIX, answer_questions
-from replicalab.lab.feasibility import Feasibility, FeasibilityReport, plan_cost
+from replicalab.lab.feasibility import Feasibility, FeasibilityReport
 from replicalab.models import (
     ConversationEntry,
     EpisodeLog,
     EpisodeState,
     InvalidAction,
     LabManagerAction,
-    LabManagerObservation,
     Observation,
     Protocol,
     ScientistAction,
-    ScientistObservation,
     StepInfo,
     StepResult,
     TurnRecord,
@@ -65,6 +64,45 @@ def _json_dump(action: ScientistAction | LabManagerAction) -> dict:
     """``action.model_dump(mode="json")``, straight from the model's serializer (without ``model_dump``'s
     keyword handling)."""
     return action.__pydantic_serializer__.to_python(action, mode="json")
+
+
+def _protocol(a: ScientistAction) -> Protocol:
+    """The protocol a propose / revise action puts on the table."""
+    return trusted(
+        Protocol, sample_size=a.sample_size, controls=a.controls, technique=a.technique,
+        duration_days=a.duration_days, required_equipment=a.required_equipment,
+        required_reagents=a.required_reagents, rationale=a.rationale,
+    )
+
+
+def _turn_record(role: str, round_number: int, action: ScientistAction | LabManagerAction | InvalidAction,
+                 error: str | None) -> TurnRecord:
+    """The turn as it was submitted: the valid action's JSON dump, or the invalid turn's raw text."""
+    invalid = isinstance(action, InvalidAction)
+    return trusted(
+        TurnRecord, role=role, round_number=round_number, action=None if invalid else _json_dump(action),
+        error=error, raw_text=action.raw_text if invalid else "",
+    )
+
+
+def _check_role(action, role: str) -> None:
+    """Raise (a caller bug) unless ``action`` is the acting ``role``'s: its action type or its InvalidAction."""
+    expected = ScientistAction if role == "scientist" else LabManagerAction
+    if isinstance(action, InvalidAction):
+        if action.role != role:
+            raise ValueError(f"it is the {role}'s turn, got an InvalidAction of the {action.role}")
+    elif not isinstance(action, expected):
+        raise ValueError(f"it is the {role}'s turn: expected {expected.__name__}, got {type(action).__name__}")
+
+
+def _untrue_flags(a: LabManagerAction, truth: dict[str, bool]) -> str | None:
+    """Why the flags of ``a`` are not the lab's ``truth`` about the plan (``FeasibilityReport.flags``), or None."""
+    untrue = [] if _flags(a) == tuple(truth.values()) else [  # the usual case first: all true
+        name for name, ok in truth.items() if getattr(a, name) != ok]
+    if not untrue:
+        return None
+    return "flags that are not the lab's truth about the plan: " + ", ".join(
+        f"{name} is {str(not getattr(a, name)).lower()}" for name in untrue)
 
 
 class ReplicaLabEnv:
@@ -104,7 +142,7 @@ class ReplicaLabEnv:
         if self.done:
             raise RuntimeError("the episode is over; call reset() to start another")
         role = self.current_role
-        self._check_role(action, role)
+        _check_role(action, role)
         self.scientist_turns += role == "scientist"
         error = None
         if isinstance(action, InvalidAction):
@@ -113,11 +151,7 @@ class ReplicaLabEnv:
             error = self._scientist(action)
         else:
             error = self._lab_manager(action)
-        self.turns.append(trusted(
-            TurnRecord, role=role, round_number=self.round_number,
-            action=None if isinstance(action, InvalidAction) else _json_dump(action),
-            error=error, raw_text=action.raw_text if isinstance(action, InvalidAction) else "",
-        ))
+        self.turns.append(_turn_record(role, self.round_number, action, error))
         if error is not None:
             self.invalid[role] += 1
             self.streak[role] += 1
@@ -156,11 +190,7 @@ class ReplicaLabEnv:
         else:
             if kind is SA.REVISE_PROTOCOL and self.protocol is None:
                 return "revise_protocol with no protocol to revise; use propose_protocol"
-            self._new_version(trusted(
-                Protocol, sample_size=a.sample_size, controls=a.controls, technique=a.technique,
-                duration_days=a.duration_days, required_equipment=a.required_equipment,
-                required_reagents=a.required_reagents, rationale=a.rationale,
-            ))
+            self._new_version(_protocol(a))
         self._say("scientist", render_scientist(a), kind.value)
         if answers is not None:
             self._say("system", ANSWERS_PREFIX + answers, None)
@@ -170,13 +200,8 @@ class ReplicaLabEnv:
         kind = a.action_type
         if kind in (LA.ACCEPT, LA.SUGGEST_ALTERNATIVE) and self.protocol is None:
             return f"{kind.value} with no protocol on the table"
-        if self.protocol is not None:
-            truth = self._report().flags()
-            untrue = [] if _flags(a) == tuple(truth.values()) else [  # the usual case first: all true
-                name for name, ok in truth.items() if getattr(a, name) != ok]
-            if untrue:
-                return "flags that are not the lab's truth about the plan: " + ", ".join(
-                    f"{name} is {str(not getattr(a, name)).lower()}" for name in untrue)
+        if self.protocol is not None and (untrue := _untrue_flags(a, self._report().flags())) is not None:
+            return untrue
         if kind is LA.ACCEPT:
             self.accepted["lab_manager"] = self.version
             if self.accepted["scientist"] == self.version:
@@ -203,47 +228,14 @@ class ReplicaLabEnv:
             ConversationEntry, role=role, message=message, round_number=self.round_number, action_type=action_type
         ))
 
-    @staticmethod
-    def _check_role(action, role: str) -> None:
-        expected = ScientistAction if role == "scientist" else LabManagerAction
-        if isinstance(action, InvalidAction):
-            if action.role != role:
-                raise ValueError(f"it is the {role}'s turn, got an InvalidAction of the {action.role}")
-        elif not isinstance(action, expected):
-            raise ValueError(f"it is the {role}'s turn: expected {expected.__name__}, got {type(action).__name__}")
-
     # ----- views -----------------------------------------------------------------------------
     def _observation(self) -> Observation | None:
         if self.done:
             return None
-        s, lab = self.scenario, self.scenario.lab
         if self.current_role == "scientist":
-            view = trusted(
-                ScientistObservation, paper_title=s.paper_title, paper_hypothesis=s.paper_hypothesis,
-                paper_method=s.paper_method, paper_key_finding=s.paper_key_finding, experiment_goal=s.experiment_goal,
-                conversation_history=list(self.history), current_protocol=self.protocol,
-                round_number=self.round_number, max_rounds=self.max_rounds,
-            )
-            return trusted(Observation, scientist=view, lab_manager=None)
-        view = trusted(
-            LabManagerObservation, budget_total=lab.budget_total, budget_remaining=self._budget_remaining(),
-            equipment_available=list(lab.equipment_available), equipment_booked=list(lab.equipment_booked),
-            reagents_in_stock=list(lab.reagents_in_stock), reagents_out_of_stock=list(lab.reagents_out_of_stock),
-            staff_count=lab.staff_count, time_limit_days=lab.time_limit_days,
-            safety_restrictions=list(lab.safety_restrictions), conversation_history=list(self.history),
-            current_protocol=self.protocol, round_number=self.round_number, max_rounds=self.max_rounds,
-            **self._prices(),
-        )
-        return trusted(Observation, scientist=None, lab_manager=view)
-
-    def _prices(self) -> dict:
-        """The lab's prices for the protocol on the table: each control's flat cost, one sample's cost."""
-        p, s = self.protocol, self.scenario
-        if p is None:
-            return {"control_costs": {}, "cost_per_sample": 0.0}
-        controls = {c: s.control_costs[c] for c in map(canonical_id, p.controls) if c in s.control_costs}
-        per_sample = plan_cost({}, s.reagent_costs, {}, [], list(map(canonical_id, p.required_reagents)), [], 1, 0)
-        return {"control_costs": controls, "cost_per_sample": per_sample}
+            return scientist_view(self.scenario, self.history, self.protocol, self.round_number, self.max_rounds)
+        return lab_manager_view(self.scenario, self.history, self.protocol, self.round_number, self.max_rounds,
+                                self._budget_remaining())
 
     def _budget_remaining(self) -> float:
         budget = self.scenario.lab.budget_total
@@ -274,42 +266,24 @@ class ReplicaLabEnv:
         if not self.done:
             info = StepInfo(agreement_reached=False, error=error, **extra)
             return trusted(StepResult, observation=self._observation(), reward=0.0, done=False, info=info)
-        j = self._judge()
-        info = StepInfo(
-            agreement_reached=self.agreement, error=error, reward_breakdown=j.breakdown,
-            judge_notes=j.notes, verdict=j.verdict, total_reward=j.total, role_rewards=j.role_rewards(), **extra,
-        )
-        return trusted(StepResult, observation=None, reward=j.total, done=True, info=info)
+        return final_result(self._judge(), self.agreement, error, extra)
 
     def state(self) -> EpisodeState:
         if self.scenario is None:
             raise RuntimeError("call reset() before state()")
-        s, lab = self.scenario, self.scenario.lab
         j = self._judge() if self.done else None
-        return trusted(
-            EpisodeState, seed=s.seed, scenario_template=s.template, difficulty=s.difficulty, paper_title=s.paper_title,
-            paper_hypothesis=s.paper_hypothesis, paper_method=s.paper_method,
-            paper_key_finding=s.paper_key_finding, experiment_goal=s.experiment_goal,
-            lab_budget_total=float(lab.budget_total), lab_budget_remaining=float(self._budget_remaining()),
-            lab_equipment=list(lab.equipment_available), lab_reagents=list(lab.reagents_in_stock),
-            lab_staff_count=lab.staff_count, lab_time_limit_days=lab.time_limit_days,
-            current_protocol=self.protocol, conversation_history=list(self.history),
-            round_number=self.round_number, max_rounds=self.max_rounds, done=self.done,
-            agreement_reached=self.agreement, reward=j.total if j else 0.0,
-            rigor_score=j.breakdown.rigor if j else 0.0, feasibility_score=j.breakdown.feasibility if j else 0.0,
-            fidelity_score=j.breakdown.fidelity if j else 0.0,
+        return episode_state(
+            self.scenario, j, budget_remaining=self._budget_remaining(), protocol=self.protocol,
+            history=self.history, round_number=self.round_number, max_rounds=self.max_rounds, done=self.done,
+            agreement=self.agreement,
         )
 
     def episode_log(self) -> EpisodeLog:
         if not self.done:
             raise RuntimeError("episode_log() is only available once the episode is done")
-        s, j = self.scenario, self._judge()
-        return trusted(
-            EpisodeLog, episode_id=f"{s.template}-{s.difficulty}-{s.seed}", seed=s.seed, scenario_template=s.template,
-            difficulty=s.difficulty, final_state=self.state(), transcript=list(self.history),
-            reward_breakdown=j.breakdown, total_reward=j.total, rounds_used=self.rounds_used,
-            agreement_reached=self.agreement, judge_notes=j.notes, verdict=j.verdict,
-            reward_spec_version=REWARD_SPEC_VERSION, turns=list(self.turns), max_rounds=self.max_rounds,
-            terminated=self.terminated, truncated=self.truncated, invalid_turns=dict(self.invalid),
-            role_rewards=j.role_rewards(),
+        j = self._judge()
+        return episode_log(
+            self.scenario, j, self.state(), history=self.history, rounds_used=self.rounds_used,
+            agreement=self.agreement, turns=self.turns, max_rounds=self.max_rounds, terminated=self.terminated,
+            truncated=self.truncated, invalid_turns=self.invalid,
         )

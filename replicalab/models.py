@@ -14,32 +14,21 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from replicalab.model_rules import (
+    _normalize_string_list,
+    _strip,
+    action_type_non_empty,
+    check_lab_manager_action,
+    check_scientist_action,
+    message_non_empty,
+    text_non_empty,
+)
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: A side of the negotiation (a seat); ``replicalab.seats`` re-exports it with ``ROLES``.
 AgentRole = Literal["scientist", "lab_manager"]
 #: Who wrote a conversation entry: a role or the environment.
 Speaker = Literal[AgentRole, "system"]
-
-
-def _normalize_string_list(value: Any) -> list[str]:
-    """Strip every entry; reject entries that are not strings or are empty after stripping."""
-    if value is None:
-        return []
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ValueError("must be a list of strings")
-    out: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            raise ValueError(f"list entries must be strings, got {type(item).__name__}")
-        item = item.strip()
-        if not item:
-            raise ValueError("list entries must be non-empty strings")
-        out.append(item)
-    return out
-
-
-def _strip(value: Any) -> Any:
-    return value.strip() if isinstance(value, str) else value
 
 
 class ScientistActionType(str, Enum):
@@ -54,9 +43,6 @@ class LabManagerActionType(str, Enum):
     SUGGEST_ALTERNATIVE = "suggest_alternative"
     REJECT = "reject"
     ACCEPT = "accept"
-
-
-_PROTOCOL_ACTIONS = (ScientistActionType.PROPOSE_PROTOCOL, ScientistActionType.REVISE_PROTOCOL)
 
 
 class ScientistAction(BaseModel):
@@ -93,25 +79,7 @@ class ScientistAction(BaseModel):
 
     @model_validator(mode="after")
     def _check_shape(self) -> "ScientistAction":
-        if self.action_type in _PROTOCOL_ACTIONS:
-            if self.sample_size < 1:
-                raise ValueError(f"{self.action_type.value} needs sample_size of at least 1")
-            if not self.technique:
-                raise ValueError(f"{self.action_type.value} needs a technique")
-            if not self.rationale:
-                raise ValueError(f"{self.action_type.value} needs a rationale")
-            if self.questions:
-                raise ValueError(f"{self.action_type.value} must not carry questions; use request_info to ask")
-        elif self.action_type is ScientistActionType.REQUEST_INFO:
-            if not self.questions:
-                raise ValueError("request_info needs at least one question")
-            if self.has_protocol_payload():
-                raise ValueError("request_info must not carry protocol fields")
-        else:
-            if self.questions:
-                raise ValueError("accept must not carry questions")
-            if self.has_protocol_payload():
-                raise ValueError("accept must not carry protocol fields")
+        check_scientist_action(self)
         return self
 
 
@@ -158,25 +126,7 @@ class LabManagerAction(BaseModel):
 
     @model_validator(mode="after")
     def _check_shape(self) -> "LabManagerAction":
-        if not self.explanation:
-            raise ValueError("explanation must be a non-empty string")
-        flags = (self.budget_ok, self.equipment_ok, self.reagents_ok, self.schedule_ok, self.staff_ok)
-        if self.feasible != all(flags):
-            raise ValueError(
-                "feasible must equal budget_ok and equipment_ok and reagents_ok and schedule_ok and staff_ok"
-            )
-        kind = self.action_type
-        if kind is LabManagerActionType.ACCEPT and not self.feasible:
-            raise ValueError("accept requires feasible=true")
-        if kind is LabManagerActionType.REJECT and self.feasible:
-            raise ValueError("reject requires feasible=false")
-        if kind is LabManagerActionType.SUGGEST_ALTERNATIVE:
-            if self.feasible:
-                raise ValueError("suggest_alternative requires feasible=false")
-            if not self.has_suggestion():
-                raise ValueError("suggest_alternative needs at least one suggested_* field")
-        elif self.has_suggestion():
-            raise ValueError(f"suggested_* fields are only allowed on suggest_alternative, not {kind.value}")
+        check_lab_manager_action(self)
         return self
 
 
@@ -188,19 +138,8 @@ class ConversationEntry(BaseModel):
     round_number: int = Field(ge=0)
     action_type: Optional[str] = None
 
-    @field_validator("message")
-    @classmethod
-    def _message_non_empty(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("message must be a non-empty string")
-        return v
-
-    @field_validator("action_type")
-    @classmethod
-    def _action_type_non_empty(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not v.strip():
-            raise ValueError("action_type must be null or a non-empty string")
-        return v
+    _message_non_empty = field_validator("message")(message_non_empty)
+    _action_type_non_empty = field_validator("action_type")(action_type_non_empty)
 
 
 class Protocol(BaseModel):
@@ -220,13 +159,7 @@ class Protocol(BaseModel):
         "controls", "required_equipment", "required_reagents", mode="before"
     )(_normalize_string_list)
     _strip_text = field_validator("technique", "rationale", mode="before")(_strip)
-
-    @field_validator("technique", "rationale")
-    @classmethod
-    def _non_empty(cls, v: str, info: Any) -> str:
-        if not v:
-            raise ValueError(f"{info.field_name} must be a non-empty string")
-        return v
+    _non_empty = field_validator("technique", "rationale")(text_non_empty)
 
 
 class ScientistObservation(BaseModel):
