@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from training.rollout.inprocess import InProcessBackend
     from training.rollout.records import EpisodeJob
     from training.trainer.build import data_stream
-    from training.trainer.grpo import STEP_SEED_STRIDE
+    from training.trainer.rollouts import STEP_SEED_STRIDE
 
     cfg = load_train_config(args.config, args.overrides)
     model = args.model or local_model_dir(cfg.model)

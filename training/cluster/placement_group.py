@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from training.cluster.launcher import visible_gpu_ids
 from training.cluster.plan import PlacementPlan
 from training.errors import UserInputError
 
@@ -98,8 +99,8 @@ def adopt_trial_group(plan: PlacementPlan) -> PlacedGroup | None:
 def learner_gpu_ids(k: int) -> tuple[str, ...]:
     """The GPU ids the learner's ``k`` processes use: the first ``k`` of this process's
     ``CUDA_VISIBLE_DEVICES``, else ``0..k-1`` (rank r uses ``cuda:r``)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(k)]
+    visible = visible_gpu_ids()
+    ids = visible if visible else [str(i) for i in range(k)]
     return tuple(ids[:k])
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from replicalab.seats import DEFAULT_MODEL
+from training.cluster.launcher import launched_fsdp
 from training.cluster.memory import read_model_shape
 from training.cluster.plan import PlacementPlan, plan_placement
 from training.cluster.ray_session import connect
@@ -46,9 +47,7 @@ def model_dir_of(model: str) -> Optional[Path]:
 def sharded_learner() -> bool:
     """Whether ``accelerate launch`` runs the learner sharded (FSDP, or DeepSpeed ZeRO stage 3), from the
     environment it gives its processes."""
-    env = os.environ
-    return (env.get("ACCELERATE_USE_FSDP", "").lower() == "true"
-            or env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "") == "3")
+    return launched_fsdp() or os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "") == "3"
 
 
 def preflight(cfg: TrainConfig, cluster: ClusterResources, *, lora: bool = False, learner_processes: int = 1,

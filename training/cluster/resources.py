@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from training.cluster.launcher import visible_gpu_ids
 from training.errors import UserInputError
 
 #: Seconds between two looks at the head's port and at the node list.
@@ -79,8 +80,8 @@ class ClusterResources:
     def local(cls, gpu_memory_gib: Optional[float] = None) -> "ClusterResources":
         """This machine alone: the GPUs ``nvidia-smi`` lists (restricted by ``CUDA_VISIBLE_DEVICES``)."""
         listed = _nvidia_smi("memory.total")
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        gpus = len(listed) if visible is None else min(len(listed), len([v for v in visible.split(",") if v.strip()]))
+        visible = visible_gpu_ids()
+        gpus = len(listed) if visible is None else min(len(listed), len(visible))
         memory = gpu_memory_gib if gpu_memory_gib is not None else (min(listed) / 1024 if listed else None)
         return cls(gpus=gpus, gpu_memory_gib=memory, cpus=float(os.cpu_count() or 1))
 

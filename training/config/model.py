@@ -7,6 +7,7 @@ can be checked on any machine.  The policy engines (``training/rollout/policy.py
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, Field, model_validator
@@ -20,6 +21,8 @@ IM_START_TOKEN = "<|im_start|>"
 IM_END_TOKEN = "<|im_end|>"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD_TOKEN, IM_START_TOKEN, IM_END_TOKEN)
 
+#: The repository's root directory (its ``artifacts/`` and the vLLM environment ``.venv-vllm`` live there).
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Default directory name (under ``<repo>/artifacts``) of the embedded model.
 DEFAULT_MODEL_DIRNAME = "default-model"
 #: Environment variable that overrides where the default model lives.

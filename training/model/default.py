@@ -31,6 +31,7 @@ from replicalab.seats import DEFAULT_MODEL, MODEL_PREFIX
 from training.config.model import (
     DEFAULT_MODEL_DIRNAME,
     DEFAULT_MODEL_ENV,
+    REPO_ROOT,
     DefaultModelConfig,
 )
 from training.errors import UserInputError
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # torch and transformers load only when a model is built (che
     from transformers import Qwen2ForCausalLM
 
 logger = logging.getLogger(__name__)
-REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Completion tokens the context must hold beyond the longest training prompt.
 MIN_COMPLETION_ROOM = 64
 

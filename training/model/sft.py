@@ -21,6 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
 from training.config.model import SFTHyperParams
+from training.model.trainer_args import common_trainer_args
 
 Messages = list[dict[str, str]]
 TokenizedExample = dict[str, list[int]]
@@ -105,27 +106,17 @@ def run_sft(
     dataset = Dataset.from_list(rows)
     with tempfile.TemporaryDirectory(prefix="replicalab-sft-") as scratch:
         args = SFTConfig(
-            output_dir=scratch,
+            **common_trainer_args(hp, output_dir=scratch, max_steps=max_steps,
+                                  batch_per_process=hp.per_device_train_batch_size, seed=hp.seed,
+                                  use_cpu=not torch.cuda.is_available(), bf16=False,
+                                  # TRL turns checkpointing on by default; on a model this small it only costs time.
+                                  gradient_checkpointing=False, logging_steps=hp.logging_steps,
+                                  progress=progress, learning_rate=learning_rate),
             max_length=max_length,
             completion_only_loss=completion_only,
-            learning_rate=learning_rate or hp.learning_rate,
-            max_steps=max_steps,
-            per_device_train_batch_size=hp.per_device_train_batch_size,
-            gradient_accumulation_steps=hp.gradient_accumulation_steps,
-            warmup_steps=hp.warmup_ratio,
-            weight_decay=hp.weight_decay,
-            lr_scheduler_type=hp.lr_scheduler_type,
-            seed=hp.seed,
-            logging_steps=hp.logging_steps,
             train_sampling_strategy="group_by_length",
-            use_cpu=not torch.cuda.is_available(),
-            bf16=False,
-            report_to="none",
             save_strategy="no",
-            disable_tqdm=not progress,
             dataloader_num_workers=0,
-            # TRL turns checkpointing on by default; on a model this small it only costs time.
-            gradient_checkpointing=False,
         )
         trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
         started = time.perf_counter()

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from training.config.model import VLLMConfig
+from training.config.model import REPO_ROOT, VLLMConfig
 from training.errors import UserInputError
 from training.rollout.contract import SNAPSHOT_PREFIX, RolloutSpec
 
@@ -24,7 +24,6 @@ logger = logging.getLogger(__name__)
 ENGINES = ("hf", "vllm")
 #: The vLLM environment ``launch/setup_vllm.sh`` makes, relative to the repository root.
 VLLM_VENV = ".venv-vllm"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Seconds the check may take (importing vLLM the first time compiles nothing, but is slow on 2 cores).
 CHECK_TIMEOUT_S = 300
 _PROBE = ("import ray, vllm, training.rollout.vllm_policy; "

@@ -20,7 +20,6 @@ token.  A tokenizer without a pad token pads with the first stop token (in memor
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -46,6 +45,7 @@ from training.rollout.generation import (
     replaced_settings,
     sampling_processors,
 )
+from training.rollout.policy_weights import check_all_loaded, load_lora_weights, state_tensors, with_lora
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,23 @@ def stop_tokens(generation_config: Any, tokenizer: PreTrainedTokenizerBase) -> t
     if not found:
         raise ValueError("the model declares no stop token (no eos and no end-of-turn token)")
     return tuple(found)
+
+
+def generation_record(tokenizer: PreTrainedTokenizerBase, stop_token_ids: Sequence[int], prompt: list[int],
+                      tokens: list[int], logprobs: list[float], cut: bool) -> Generation:
+    """The ``Generation`` of sampled ``tokens``: cut after the first stop token (kept in the ids, not the text)."""
+    stops = [i for i, tok in enumerate(tokens) if tok in stop_token_ids]
+    end = stops[0] + 1 if stops else len(tokens)
+    completion = tokens[:end]
+    body = completion[:-1] if stops else completion
+    return Generation(
+        text=tokenizer.decode(body, skip_special_tokens=True),
+        prompt_ids=prompt,
+        completion_ids=completion,
+        logprobs=[float(x) for x in logprobs[:end]],
+        finished=bool(stops),
+        prompt_truncated=cut,
+    )
 
 
 class PolicyModel:
@@ -227,19 +244,7 @@ class PolicyModel:
                                           eos=self.stop_token_ids, pad=self.pad_token_id)
 
     def _record(self, prompt: list[int], tokens: list[int], logprobs: list[float], cut: bool) -> Generation:
-        stops = [i for i, tok in enumerate(tokens) if tok in self.stop_token_ids]
-        end = stops[0] + 1 if stops else len(tokens)
-        completion = tokens[:end]
-        body = completion[:-1] if stops else completion
-        text = self.tokenizer.decode(body, skip_special_tokens=True)
-        return Generation(
-            text=text,
-            prompt_ids=prompt,
-            completion_ids=completion,
-            logprobs=[float(x) for x in logprobs[:end]],
-            finished=bool(stops),
-            prompt_truncated=cut,
-        )
+        return generation_record(self.tokenizer, self.stop_token_ids, prompt, tokens, logprobs, cut)
 
     # -- weights ---------------------------------------------------------------------------------
     def state_numpy(self) -> dict[str, np.ndarray]:
@@ -256,16 +261,8 @@ class PolicyModel:
             self.load_adapter(state, version)
             return
         own = self.model.state_dict()
-        tensors = {}
-        for key, value in state.items():
-            if key not in own:
-                raise KeyError(f"unexpected weight {key!r}")
-            tensor = torch.from_numpy(np.asarray(value)) if not isinstance(value, torch.Tensor) else value
-            tensors[key] = tensor.to(device=own[key].device, dtype=own[key].dtype)
-        missing = set(own) - set(tensors)
-        tied = {k for k in missing if any(own[k].data_ptr() == own[t].data_ptr() for t in tensors)}
-        if missing - tied:
-            raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
+        tensors = state_tensors(own, state)
+        check_all_loaded(own, tensors)
         self.model.load_state_dict(tensors, strict=False)
         self._loaded(version)
 
@@ -285,10 +282,7 @@ class PolicyModel:
                 raise KeyError(f"unexpected weight {name!r}")
             own[name].copy_(tensor)
             done.add(name)
-        missing = set(own) - done
-        tied = {k for k in missing if any(own[k].data_ptr() == own[t].data_ptr() for t in done)}
-        if missing - tied:
-            raise KeyError(f"missing weights: {sorted(missing - tied)[:5]}")
+        check_all_loaded(own, done)
         self._loaded(version)
 
     def _loaded(self, version: Optional[int]) -> None:
@@ -298,15 +292,6 @@ class PolicyModel:
     def load_adapter(self, state: Mapping[str, Any], version: Optional[int] = None) -> None:
         """Load a LoRA adapter payload (``LORA_CONFIG_KEY`` + adapter weights) onto the base checkpoint: the
         model is wrapped with PEFT on the first one; an adapter key this model lacks raises."""
-        from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
-
-        if not hasattr(self.model, "peft_config"):
-            config = LoraConfig(**json.loads(str(state[LORA_CONFIG_KEY])))
-            self.model = get_peft_model(self.model, config).eval()
-        tensors = {k: v if isinstance(v, torch.Tensor) else torch.from_numpy(np.array(v))
-                   for k, v in state.items() if k != LORA_CONFIG_KEY}
-        result = set_peft_model_state_dict(self.model, tensors)
-        unexpected = getattr(result, "unexpected_keys", [])
-        if unexpected:
-            raise KeyError(f"unexpected adapter weights: {sorted(unexpected)[:5]}")
+        self.model = with_lora(self.model, state.get(LORA_CONFIG_KEY))
+        load_lora_weights(self.model, {k: v for k, v in state.items() if k != LORA_CONFIG_KEY})
         self._loaded(version)

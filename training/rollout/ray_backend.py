@@ -1,12 +1,10 @@
 """``RayBackend``: a pool of Ray ``RolloutWorker`` actors behind the rollout contract
 (``training.rollout.contract``: the spec, the sharding and seeding rules and the fault contract).
 
-Weights reach the workers over a collective (``pool.weight_sync="collective"``, ``CollectiveSync``: the
-model's dtype, in buckets, the driver as rank 0 of a group with every worker) or through the object store (put
-once per version as float32 numpy arrays, every worker loads them; the fallback, and what a replacement worker
-and a failed collective transfer get); ``collect`` splits the jobs into contiguous shards (one per worker), runs them concurrently and gathers the records by ``job_id``;
-``submit`` starts one and returns at once, ``fetch`` gathers it (what lets rollouts run a step ahead of
-the learner).
+``collect`` splits the jobs into contiguous shards (one per worker), runs them concurrently and gathers the
+records by ``job_id``; ``submit`` starts one and returns at once, ``fetch`` gathers it (what lets rollouts run a
+step ahead of the learner).  The workers and their fault handling are ``training.rollout.ray_workers``; how the
+weights and snapshots reach them (a collective, else the object store) is ``training.rollout.ray_weights``.
 A Ray session the backend starts itself is shut down by ``close`` (``training.cluster.ray_session``; the
 training driver calls it in a ``finally``, on signals too).
 """
@@ -22,14 +20,10 @@ from training.cluster.placement_group import PlacedGroup, adopt_trial_group, mak
 from training.cluster.plan import PlacementPlan
 from training.cluster.ray_session import connect
 from training.cluster.resources import ClusterResources
-from training.rollout.collective_sync import DEFAULT_BUCKET_MIB, WEIGHT_SYNCS, CollectiveSync, CollectiveUnavailable
-from training.rollout.contract import (
-    RolloutSpec,
-    WorkerFailure,
-    check_complete,
-    check_unique_job_ids,
-    shard_jobs,
-)
+from training.rollout.collective_sync import DEFAULT_BUCKET_MIB, WEIGHT_SYNCS, CollectiveSync
+from training.rollout.contract import RolloutSpec, check_complete, check_unique_job_ids, shard_jobs
+from training.rollout.ray_weights import WorkerWeights
+from training.rollout.ray_workers import WorkerSlots
 from training.rollout.ready import ready_timeout_s
 from training.rollout.records import EpisodeJob, RolloutRecord
 
@@ -76,7 +70,8 @@ class PendingCollect:
 
 class RayBackend:
     """A pool of ``pool.num_workers`` Ray ``RolloutWorker`` actors playing ``spec`` with weight broadcast and
-    fault recovery.  ``restarts`` counts workers replaced so far (over all collects)."""
+    fault recovery.  ``workers``, ``names`` and ``pids`` describe each slot's worker (``WorkerSlots``);
+    ``restarts`` counts workers replaced so far (over all collects), ``max_restarts`` those allowed per call."""
 
     def __init__(self, spec: RolloutSpec, pool: RayPool = RayPool()) -> None:
         import ray
@@ -87,12 +82,9 @@ class RayBackend:
             raise ValueError(f"weight_sync {pool.weight_sync!r}; valid: {', '.join(WEIGHT_SYNCS)}")
         self.session = connect(pool.ray_address, pool.session_record)
         self.placed: Optional[PlacedGroup] = None
-        self.workers: list[Any] = []
-        self._state: Optional[dict[str, Any]] = None  # the current weights, as given to set_weights
-        self._state_ref: Any = None  # the current weights in the object store (put when a worker needs them)
-        self.sync = (CollectiveSync(bucket_mib=pool.sync_bucket_mib, timeout_s=pool.sync_timeout_s)
-                     if pool.weight_sync == "collective" else None)
-        self._snapshot_refs: dict[str, Any] = {}  # the frozen snapshots in the object store, by name
+        self.slots: Optional[WorkerSlots] = None  # the workers, once the placement is known
+        self.weights = WorkerWeights(CollectiveSync(bucket_mib=pool.sync_bucket_mib, timeout_s=pool.sync_timeout_s)
+                                     if pool.weight_sync == "collective" else None)
         self._pending: Optional[PendingCollect] = None  # a submitted collect not finished yet
         num_gpus = pool.num_gpus_per_worker
         try:
@@ -109,195 +101,66 @@ class RayBackend:
             num_gpus = min(1.0, gpus / pool.num_workers)
         self.spec = spec
         self.pool = pool
-        self.ready_timeout_s = ready_timeout_s(spec.model, pool.ready_timeout_s)
-        self._num_gpus = num_gpus
         self.num_workers = pool.num_workers
-        self.max_restarts = pool.max_restarts
-        self.restarts = 0
-        self.version = 0  # the checkpoint as loaded
-        self._spawned = 0
-        self.names: list[str] = []  # each slot's worker name (ray-K, K counting every worker started)
-        self.pids: list[Optional[int]] = []  # each slot's OS process id, once it reported ready
+        self.slots = WorkerSlots(spec, num_gpus=num_gpus, threads=pool.torch_threads_per_worker, python=pool.python,
+                                 placed=self.placed, max_restarts=pool.max_restarts,
+                                 ready_timeout_s=ready_timeout_s(spec.model, pool.ready_timeout_s),
+                                 set_up=self.weights.set_up)
         try:
-            for slot in range(self.num_workers):
-                worker, name = self._spawn(slot)
-                self.workers.append(worker)
-                self.names.append(name)
-            self.pids = [info["pid"] for info in self._wait_ready(self.workers)]
+            self.slots.start(self.num_workers)
         except BaseException:
             self.close()
             raise
 
-    # -- workers ---------------------------------------------------------------------------------
-    def _spawn(self, slot: int) -> tuple[Any, str]:
-        """A new worker for ``slot`` (in the slot's placement-group bundle when the run is placed)."""
-        from training.rollout.worker import make_worker
+    # -- the workers (``WorkerSlots``) and what they hold (``WorkerWeights``) -------------------------
+    @property
+    def workers(self) -> list[Any]:
+        return self.slots.workers
 
-        self._spawned += 1
-        name = f"ray-{self._spawned - 1}"
-        options = self.placed.worker_options(slot) if self.placed is not None else None
-        worker = make_worker(self.spec, name=name, torch_threads=self.pool.torch_threads_per_worker,
-                             num_gpus=self._num_gpus, options=options, python=self.pool.python)
-        if self._state is not None:
-            worker.set_weights.remote(self._current_ref(), self.version)  # queued before any collect
-        if self._snapshot_refs:
-            self._send_snapshots(worker)
-        return worker, name
+    @property
+    def names(self) -> list[str]:
+        return self.slots.names
 
-    def _wait_ready(self, workers: Sequence[Any]) -> list[dict[str, Any]]:
-        import ray
+    @property
+    def pids(self) -> list[Optional[int]]:
+        return self.slots.pids
 
-        refs = [w.ready.remote() for w in workers]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.ready_timeout_s)
-        if len(ready) < len(refs):
-            raise RuntimeError(f"rollout workers not ready after {self.ready_timeout_s:.0f}s (rollout.ready_timeout_s) "
-                               f"(too few free CPUs/GPUs in the Ray cluster for {len(refs)} workers?)")
-        return ray.get(refs)
+    @property
+    def restarts(self) -> int:
+        return self.slots.restarts
 
-    def _replace(self, slot: int, error: BaseException, during: str) -> None:
-        """Replace the dead worker of ``slot`` by a fresh one (its weights load queued first)."""
-        import ray
+    @property
+    def max_restarts(self) -> int:
+        return self.slots.max_restarts
 
-        self.restarts += 1
-        logger.warning("rollout worker %s (slot %d, pid %s) died %s (%s); starting a replacement "
-                       "(restart %d in all)", self.names[slot], slot, self.pids[slot], during,
-                       type(error).__name__, self.restarts)
-        try:
-            ray.kill(self.workers[slot], no_restart=True)
-        except Exception:  # already gone
-            pass
-        self.workers[slot], self.names[slot] = self._spawn(slot)
-        self.pids[slot] = None
-        self._note_pid(slot)
+    @max_restarts.setter
+    def max_restarts(self, value: int) -> None:
+        self.slots.max_restarts = value
 
-    def _note_pid(self, slot: int) -> None:
-        """Ask the slot's worker for its pid without waiting (logged when a later fault names it)."""
-        worker = self.workers[slot]
-        ref = worker.ready.remote()
+    @property
+    def version(self) -> int:
+        """The weights version every worker holds (0: the checkpoint as loaded)."""
+        return self.weights.version
 
-        def remember(result: Any, slot: int = slot, worker: Any = worker) -> None:
-            if self.workers and self.workers[slot] is worker and isinstance(result, dict):
-                self.pids[slot] = result.get("pid")
-
-        try:
-            ref._on_completed(remember)
-        except Exception:  # an older Ray without completion callbacks: the pid stays unknown
-            pass
-
-    def _give_up(self, failures: int, error: BaseException, during: str) -> WorkerFailure:
-        return WorkerFailure(f"rollout gave up: {failures} worker failures {during} "
-                             f"(rollout.max_worker_restarts={self.max_restarts}); last: {type(error).__name__}: "
-                             + " ".join(str(error).split())[:300])
+    @property
+    def sync(self) -> Optional[CollectiveSync]:
+        """The weight-sync group (None: weights go through the object store)."""
+        return self.weights.sync
 
     # -- interface -------------------------------------------------------------------------------
     def set_weights(self, state: Mapping[str, Any], version: int) -> None:
-        """(After finishing a pending ``submit``.) Every worker loads ``state`` (tensors or numpy arrays) and tags later records ``version``: over the
-        weight-sync group, else through the object store (put once).  A worker found dead (idle since the last
-        call, or dying while it loads) is replaced; its replacement loads these weights (object store) before
-        anything else; a worker whose collective receive failed gets them through the object store too.
-        ``state`` must stay unchanged until the next ``set_weights`` (replacements read it)."""
+        """(After finishing a pending ``submit``.) Every worker loads ``state`` (tensors or numpy arrays) and tags
+        later records ``version`` (``WorkerWeights.load``: over the weight-sync group, else the object store; a
+        worker found dead is replaced and its replacement loads them first).  ``state`` must stay unchanged until
+        the next ``set_weights`` (replacements read it)."""
         self._settle()
-        self._state, self._state_ref, self.version = dict(state), None, version
-        during = f"while loading weights version {version}"
-        by_store = list(range(self.num_workers))
-        if self.sync is not None:
-            by_store = self._sync_collective(version, during)
-        if by_store:
-            self._broadcast(lambda w: w.set_weights.remote(self._current_ref(), version),
-                            lambda w: w.weights_version.remote(), version, during, slots=by_store)
-
-    def _current_ref(self) -> Any:
-        """The current weights in the object store (float32 numpy arrays, tied ones once), put on first need."""
-        import ray
-
-        from training.rollout.buckets import numpy_payload
-
-        if self._state_ref is None:
-            self._state_ref = ray.put(numpy_payload(self._state or {}, tied_once=True))
-        return self._state_ref
-
-    def _sync_collective(self, version: int, during: str) -> list[int]:
-        """Send the current weights over the weight-sync group (formed again if its members changed); return the
-        slots the object store must still serve.  A group that cannot form while every worker is alive turns the
-        collective off for the backend's life (one warning)."""
-        import ray
-
-        try:
-            self.sync.ensure_group(self.workers, self.names, self.sync.backend_for(self._state, self.spec.device))
-        except CollectiveUnavailable as error:
-            restarts = self.restarts
-            self._broadcast(_ping, _ping, None, during, check=False)  # replaces a worker that died meanwhile
-            if self.restarts == restarts:  # no dead worker explains it
-                logger.warning("%s; weights go through the object store from now on", error)
-                self.sync = None
-            return list(range(self.num_workers))
-        pending, _ = self.sync.push(self.workers, self._state, version)
-        fallback, replaced, failures = [], [], 0
-        while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            slot = pending.pop(ref)
-            try:
-                got = ray.get(ref)
-            except _worker_failures() as error:
-                failures += 1
-                self._replace(slot, error, during)  # the replacement loads the weights from the object store
-                if failures > self.max_restarts:
-                    raise self._give_up(failures, error, during) from error
-                replaced.append(slot)
-                continue
-            except ray.exceptions.RayTaskError as error:  # its receive failed with the group: the store serves it
-                logger.warning("worker %s did not receive weights version %d over the group (%s)",
-                               self.names[slot], version, type(error.cause).__name__)
-                fallback.append(slot)
-                continue
-            if got != version:
-                raise RuntimeError(f"worker {self.names[slot]} reports {got} {during}, expected {version}")
-        if fallback or replaced:
-            self.sync.drop_group()
-        if replaced:
-            self._broadcast(_ping, _ping, version, during, slots=replaced)
-        return fallback
+        self.weights.load(self.slots, state, version)
 
     def set_snapshots(self, snapshots: Mapping[str, Mapping[str, Any]]) -> None:
         """Every worker holds exactly these frozen snapshots (each put into the object store once, when new); a
         replacement worker loads them after the weights."""
-        import ray
-
         self._settle()
-        self._snapshot_refs = {name: self._snapshot_refs.get(name) or ray.put(dict(state))
-                               for name, state in snapshots.items()}
-        names = sorted(self._snapshot_refs)
-        self._broadcast(lambda w: self._send_snapshots(w), lambda w: self._send_snapshots(w), names,
-                        f"while loading snapshots {names}")
-
-    def _send_snapshots(self, worker: Any) -> Any:
-        names = sorted(self._snapshot_refs)
-        return worker.set_snapshots.remote(names, *(self._snapshot_refs[n] for n in names))
-
-    def _broadcast(self, call: Any, confirm: Any, expected: Any, during: str,
-                   slots: Optional[Sequence[int]] = None, check: bool = True) -> None:
-        """``call(worker)`` on every worker (of ``slots``), each result checked against ``expected`` (unless not
-        ``check``); a worker that dies is replaced (its replacement is set up by ``_spawn``), then
-        ``confirm(worker)`` asks it again."""
-        import ray
-
-        slots = range(len(self.workers)) if slots is None else slots
-        pending = {call(self.workers[slot]): slot for slot in slots}
-        failures = 0
-        while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            slot = pending.pop(ref)
-            try:
-                got = ray.get(ref)
-            except _worker_failures() as error:
-                failures += 1
-                self._replace(slot, error, during)
-                if failures > self.max_restarts:
-                    raise self._give_up(failures, error, during) from error
-                pending[confirm(self.workers[slot])] = slot  # queued after its setup
-                continue
-            if check and got != expected:
-                raise RuntimeError(f"worker {self.names[slot]} reports {got} {during}, expected {expected}")
+        self.weights.load_snapshots(self.slots, snapshots)
 
     def collect(self, jobs: Sequence[EpisodeJob], *, sampling_seed: Optional[int] = None) -> list[RolloutRecord]:
         """Play ``jobs`` on the pool; one record per job, in job order, each job exactly once."""
@@ -326,28 +189,21 @@ class RayBackend:
             self._finish(self._pending)
 
     def _finish(self, pending: "PendingCollect") -> None:
-        import ray
-
         if self._pending is pending:
             self._pending = None
-        shards, seeds, refs = pending.shards, pending.seeds, pending.refs
+        shards, seeds = pending.shards, pending.seeds
         records: dict[int, RolloutRecord] = {}
-        failures = 0
-        while refs:
-            (ref,), _ = ray.wait(list(refs), num_returns=1)
-            slot = refs.pop(ref)
-            try:
-                shard_records = ray.get(ref)
-            except _worker_failures() as error:
-                failures += 1
-                ids = [job.job_id for job in shards[slot]]
-                during = f"before returning its {len(ids)} episodes (jobs {ids[0]}..{ids[-1]})"
-                self._replace(slot, error, during)  # the pool stays whole for the next call either way
-                if failures > self.max_restarts:
-                    raise self._give_up(failures, error, "in one collect") from error
-                logger.warning("re-running %d episodes (jobs %s) on %s", len(ids), ids, self.names[slot])
-                refs[self.workers[slot].collect.remote(shards[slot], seeds[slot])] = slot
-                continue
+
+        def died(slot: int) -> str:
+            ids = [job.job_id for job in shards[slot]]
+            return f"before returning its {len(ids)} episodes (jobs {ids[0]}..{ids[-1]})"
+
+        def redo(slot: int) -> Any:  # the replacement plays the dead worker's shard again
+            logger.warning("re-running %d episodes (jobs %s) on %s", len(shards[slot]),
+                           [job.job_id for job in shards[slot]], self.names[slot])
+            return self.workers[slot].collect.remote(shards[slot], seeds[slot])
+
+        for slot, shard_records in self.slots.drain(pending.refs, "in one collect", redo, died=died):
             self._absorb(shards[slot], shard_records, records)
         pending.records = check_complete(pending.jobs, records)
 
@@ -373,31 +229,14 @@ class RayBackend:
         """Kill the workers; shut Ray down only if this backend started it."""
         import ray
 
-        for worker in self.workers:
-            try:
-                ray.kill(worker, no_restart=True)
-            except Exception:  # already gone
-                pass
-        self.workers, self._pending = [], None
-        self._state, self._state_ref = None, None
-        if self.sync is not None:
-            self.sync.drop_group()
+        if self.slots is not None:
+            self.slots.kill()
+        self._pending = None
+        self.weights.close()
         placed, self.placed = self.placed, None
         if placed is not None and ray.is_initialized():
             placed.remove()
         self.session.close()
-
-def _ping(worker: Any) -> Any:
-    """Ask ``worker`` which weights version it holds (after everything queued before)."""
-    return worker.weights_version.remote()
-
-
-def _worker_failures() -> tuple[type[BaseException], ...]:
-    """The Ray exceptions that mean "this worker is gone", as opposed to a bug in the episode code."""
-    from ray import exceptions as rex
-
-    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")
-    return tuple(getattr(rex, name) for name in names if hasattr(rex, name))
 
 
 def _on_device(spec: RolloutSpec, device: str) -> RolloutSpec:

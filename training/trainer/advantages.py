@@ -9,15 +9,17 @@ group whose G episodes all score alike still teaches (above the role's usual rew
 ``RoleBaseline`` is a ``TrainerCallback`` with ``ExportableState``: its means are saved in every checkpoint's
 ``trainer_state.json`` (``stateful_callbacks``) and read back when a resumed run begins, so it computes the same
 advantages as an uninterrupted one.  (It restores only itself: the trainer's own control state is not reloaded.)
+The arithmetic is ``training.trainer.grpo_maths.role_advantages``.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Sequence
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
+
+from training.trainer.grpo_maths import role_advantages
 
 
 class RoleBaseline(TrainerCallback, ExportableState):
@@ -32,16 +34,7 @@ class RoleBaseline(TrainerCallback, ExportableState):
     def advantages(self, rewards: Sequence[float], roles: Sequence[str]) -> list[float]:
         """Each reward minus its role's baseline before this batch (a role's first batch: its mean in the
         batch); then each role's baseline moves toward the role's mean in this batch."""
-        if len(rewards) != len(roles):
-            raise ValueError(f"{len(rewards)} rewards for {len(roles)} roles")
-        by_role: dict[str, list[float]] = defaultdict(list)
-        for reward, role in zip(rewards, roles):
-            by_role[role].append(float(reward))
-        batch = {role: sum(values) / len(values) for role, values in by_role.items()}
-        base = {role: self.means.get(role, mean) for role, mean in batch.items()}
-        out = [float(reward) - base[role] for reward, role in zip(rewards, roles)]
-        for role, mean in batch.items():
-            self.means[role] = self.decay * base[role] + (1.0 - self.decay) * mean
+        out, self.means = role_advantages(rewards, roles, self.means, self.decay)
         return out
 
     def state(self) -> dict:

@@ -120,8 +120,9 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
     and the validation check on ``backend`` (None off the main process)."""
     from training.rollout.records import validation_jobs
     from training.trainer.advantages import RoleBaseline
-    from training.trainer.grpo import EpisodeRollouts, build_trainer, job_key
+    from training.trainer.grpo import build_trainer
     from training.trainer.pool import SavePoolCallback
+    from training.trainer.rollouts import EpisodeRollouts, job_key
     from training.trainer.validation import ValidationCallback
 
     args = grpo_args(cfg, device=device, processes=processes)

@@ -11,7 +11,7 @@ import random
 from typing import Any, Sequence
 
 from replicalab.seeds import TRAIN_SEEDS, check_train_seed
-from training.config.train import DataConfig
+from training.config.data import DataConfig
 
 
 def _seed_stream(seed: int, room: int) -> tuple[int, int]:

@@ -132,14 +132,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
             check_sharded(trainer, cfg.learner)
             trainer.add_callback(make_manifest_callback(sink.log_positions, layout_of(trainer)))
             trainer.add_callback(StopCallback(stop))
+            rollouts = trainer.rollout_func  # training.trainer.rollouts.EpisodeRollouts
             if checkpoint is not None:  # rollout/episodes_total counts the whole run, resumed or not
-                trainer.rollout_func.episodes_played = int(manifest.get("step", 0)) * cfg.grpo.episodes_per_step
-                if trainer.rollout_func.ahead is not None:  # the batch played ahead, as it was (rollout.max_staleness)
-                    trainer.rollout_func.ahead.load(Path(checkpoint))
-                if trainer.rollout_func.pool is not None:  # the opponents' snapshots as they were
-                    trainer.rollout_func.pool.load(Path(checkpoint))
-                    trainer.rollout_func.resume(int(manifest.get("step", 0)))
-            episodes_before = trainer.rollout_func.episodes_played
+                resumed_step = int(manifest.get("step", 0))
+                rollouts.resume(Path(checkpoint), resumed_step, resumed_step * cfg.grpo.episodes_per_step)
+            episodes_before = rollouts.episodes_played
             if stop.signum is not None:  # stopped while loading: nothing to save yet
                 raise TrainingInterrupted(stop.signum, 0, None, command or DEFAULT_RESUME_COMMAND)
             result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -164,7 +161,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
                 "run_dir": str(run_dir), "final_model": str(final), "steps": trainer.state.global_step,
                 "resumed_from": str(checkpoint) if checkpoint else None,
                 "train_loss": float(result.training_loss), "wall_seconds": round(time.perf_counter() - start, 1),
-                "episodes": trainer.rollout_func.episodes_played - episodes_before,
+                "episodes": rollouts.episodes_played - episodes_before,
                 "worker_restarts": getattr(backend, "restarts", 0),
                 "learner_processes": learner.world_size,
                 "learning_curve": str(curve) if curve else None,

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from training.cluster.launcher import launched_fsdp
 from training.config.learner import LearnerConfig
 from training.errors import UserInputError
 
@@ -36,9 +37,9 @@ ZERO3_DEFAULT: dict[str, Any] = {
 }
 #: ``learner.fsdp_checkpoint`` -> accelerate's state-dict type of FSDP checkpoints.
 FSDP_STATE_DICT_TYPES = {"sharded": "SHARDED_STATE_DICT", "full": "FULL_STATE_DICT"}
-#: What only ``accelerate launch`` puts in its processes' environment when its own config shards the model
-#: (accelerate/utils/launch.py; an Accelerator built in this process sets ACCELERATE_USE_FSDP/DEEPSPEED itself).
-LAUNCHED_FSDP_ENV = "FSDP_VERSION"
+#: What only ``accelerate launch`` puts in its processes' environment when its own config uses DeepSpeed
+#: (accelerate/utils/launch.py; an Accelerator built in this process sets ACCELERATE_USE_DEEPSPEED itself).
+#: FSDP: ``training.cluster.launcher.launched_fsdp``.
 LAUNCHED_DEEPSPEED_ENV = "ACCELERATE_CONFIG_DS_FIELDS"
 
 
@@ -91,7 +92,7 @@ def sharding_kwargs(learner: LearnerConfig) -> dict[str, Any]:
 def check_learner(learner: LearnerConfig) -> None:
     """Refuse, with one line, what cannot start: a launcher sharding the model its own way, ZeRO-3 without
     DeepSpeed, a DeepSpeed config ``zero3_config`` refuses."""
-    launched = ("fsdp" if LAUNCHED_FSDP_ENV in os.environ
+    launched = ("fsdp" if launched_fsdp()
                 else "zero3" if LAUNCHED_DEEPSPEED_ENV in os.environ else None)
     if launched is not None and launched != learner.sharding:
         raise UserInputError(f"launched by accelerate with its own {launched} config but learner.sharding="

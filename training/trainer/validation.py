@@ -8,7 +8,7 @@ from transformers import TrainerCallback
 
 from replicalab.metrics import episode_metrics, role_reward
 from training.config.sweep import VALIDATION_PREFIX
-from training.config.train import LoraConfig
+from training.config.lora import LoraConfig
 from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger

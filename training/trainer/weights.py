@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from training.config.train import LoraConfig
+from training.config.lora import LoraConfig
 from training.rollout.buckets import plan_layout
 from training.rollout.collective_sync import MIB
 

@@ -44,7 +44,7 @@ def test_a_missing_or_vllm_less_environment_is_one_line(tmp_path: Path):
 def test_the_rollout_correction_reweights_by_the_truncated_token_ratio():
     import torch
 
-    from training.trainer.grpo import mismatch_metrics, mismatch_sums, rollout_correction
+    from training.trainer.grpo_maths import mismatch_metrics, mismatch_sums, rollout_correction
 
     trainer = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, -1.0], [-3.0, -0.1, -0.2]])
     rollout = torch.tensor([[-1.0, -2.0, -0.5], [-1.2, -1.1, -9.0], [-0.1, -0.1, -0.2]])

@@ -1,7 +1,5 @@
 """Per-role credit: the role baseline's advantages, its state across a resume, and groups that never mix roles."""
 
-from types import SimpleNamespace
-
 import pytest
 
 from training.trainer.advantages import RoleBaseline
@@ -39,13 +37,14 @@ def test_the_baseline_is_saved_with_a_checkpoint_and_read_back_on_resume(tmp_pat
     assert fresh.means == {}
 
 
-def test_the_trainer_hands_each_process_its_share_of_the_role_advantages():
-    """What ``ReplicaLabGRPOTrainer`` does with the rollout's per-episode role rewards (single process)."""
-    from training.trainer.grpo import REWARD_KEY, ReplicaLabGRPOTrainer
+def test_each_process_gets_its_share_of_the_role_advantages():
+    """What ``ReplicaLabGRPOTrainer`` does with the step's per-episode role rewards: the role baseline's
+    advantages of the whole step, gathered in process order, cut into each process's share."""
+    from training.trainer.grpo_maths import process_share, role_advantages
 
-    trainer = SimpleNamespace(accelerator=SimpleNamespace(num_processes=1, process_index=0),
-                              role_baseline=RoleBaseline(decay=0.0))
-    inputs = [{REWARD_KEY: r, "role": role} for r, role in
-              [(8.0, "scientist"), (6.0, "scientist"), (-2.0, "lab_manager"), (0.0, "lab_manager")]]
-    advantages = ReplicaLabGRPOTrainer._role_advantages(trainer, inputs)
-    assert advantages.tolist() == [1.0, -1.0, -1.0, 1.0]
+    rewards = [8.0, 6.0, -2.0, 0.0]
+    roles = ["scientist", "scientist", "lab_manager", "lab_manager"]
+    advantages, _ = role_advantages(rewards, roles, {}, decay=0.0)
+    assert advantages == [1.0, -1.0, -1.0, 1.0]
+    assert process_share(advantages, 0, 4) == advantages  # one process: the whole step
+    assert [process_share(advantages, i, 2) for i in range(2)] == [[1.0, -1.0], [-1.0, 1.0]]  # two processes

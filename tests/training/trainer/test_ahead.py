@@ -16,7 +16,7 @@ from resume_runs import RESUME_TINY, TRAIN_CFG, assert_same_run, comparable_rows
 def test_the_rollout_correction_weighs_each_model_token_by_its_truncated_ratio():
     import torch
 
-    from training.trainer.grpo import correction_sums, rollout_correction
+    from training.trainer.grpo_maths import correction_sums, rollout_correction
 
     trainer = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, -1.0], [-3.0, -0.1, -0.2]])
     rollout = torch.tensor([[-1.0, -2.0, -0.5], [-1.2, -1.1, -9.0], [-0.1, -0.1, -0.2]])

@@ -1,0 +1,127 @@
+"""``ReplicaLabGRPOTrainer``: TRL's ``GRPOTrainer`` scoring exactly what the rollouts sampled.
+
+Exact scoring: TRL 1.16 scores completions without position ids, which shifts an absolute-position model's
+positions in a left-padded batch; the subclass passes position ids from the attention mask (``disable_dropout``
+in ``grpo_config`` keeps dropout off), and every generation batch logs how far the trainer's log-probs of the
+sampled tokens are from the rollout's (``mismatch/<role>/abs_diff``, ``mismatch/<role>/kl``).  Every scoring
+without gradients (old, reference and mismatch log-probs) runs in chunks of ``grpo.rescore_batch_size`` sequences.
+With ``grpo.advantage: role_baseline`` the advantage is the reward minus a running baseline of its role
+(``training.trainer.advantages``) instead of the group mean.
+With ``grpo.rollout_correction_clip`` each model token's term of the loss is reweighted by its truncated
+importance weight ``min(clip, exp(trainer - rollout log-prob))`` (per-token advantages, which TRL's loss
+accepts; ``rollout_correction/mean`` over model tokens and the share clipped, ``rollout_correction/clipped``):
+about 1 for an exact engine on-policy, the correction of a batch played with older weights
+(``rollout.max_staleness``, ``training.trainer.ahead``) or by an engine that drifts.
+The arithmetic is ``training.trainer.grpo_maths``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+import torch
+from trl import GRPOTrainer
+
+from training.trainer.advantages import RoleBaseline
+from training.trainer.distributed import gather_to_main
+from training.trainer.grpo_maths import (correction_metrics, correction_sums, corrected_advantages,
+                                         mismatch_metrics, mismatch_sums, process_share, rollout_correction)
+from training.trainer.rollouts import REWARD_KEY
+
+#: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
+MISMATCH_WARN_NATS = 1e-2
+
+logger = logging.getLogger(__name__)
+
+
+class _WithPositionIds:
+    """Calls ``model`` with position ids counted over the attention mask (left padding gets position 0,
+    the first real token too), as ``generate`` does; everything else passes through."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def __call__(self, *args: Any, attention_mask: torch.Tensor, **kwargs: Any) -> Any:
+        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        return self.model(*args, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
+
+
+class ReplicaLabGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that scores with position ids from the attention mask and logs the rollout-vs-trainer
+    log-prob mismatch of every generation batch (through ``metric_sink(step, metrics)``).
+
+    Beside ``GRPOTrainer``'s own arguments: ``metric_sink`` (None: the metrics are not logged);
+    ``rollout_correction_clip`` (``grpo.rollout_correction_clip``; None: advantages are not reweighted);
+    ``role_baseline`` (``grpo.advantage: role_baseline``: the running baseline per role; None: GRPO's group
+    advantage); ``max_staleness`` (``rollout.max_staleness``: the batches may come from older weights, so no
+    mismatch warning); ``rescore_batch_size`` (sequences per forward pass when re-scoring without gradients,
+    ``grpo.rescore_batch_size``; None: TRL's per-process micro-batch)."""
+
+    def __init__(self, *args: Any, metric_sink: Optional[Callable[[int, dict], None]] = None,
+                 rollout_correction_clip: Optional[float] = None, role_baseline: Optional[RoleBaseline] = None,
+                 max_staleness: int = 0, rescore_batch_size: Optional[int] = None, **kwargs: Any):
+        self.metric_sink = metric_sink
+        self.rollout_correction_clip = rollout_correction_clip
+        self.role_baseline = role_baseline
+        self.max_staleness = max_staleness
+        self.rescore_batch_size = rescore_batch_size
+        super().__init__(*args, **kwargs)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
+        if not torch.is_grad_enabled():  # re-scoring (old, reference, mismatch log-probs): chunked
+            kwargs["batch_size"] = self.rescore_batch_size or kwargs.get("batch_size") or \
+                self.args.per_device_train_batch_size
+        return super()._get_per_token_logps_and_entropies(
+            _WithPositionIds(model), input_ids, attention_mask, *args, **kwargs)
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self.role_baseline is not None:
+            output["advantages"] = self._role_advantages(inputs).to(output["advantages"])
+        rollout = output.get("sampling_per_token_logps")
+        if rollout is None:
+            return output
+        mask = output["completion_mask"] * output.get("tool_mask", 1)
+        trainer = output.get("old_per_token_logps")
+        if trainer is None:
+            trainer = self._rescore(output)
+        sums = mismatch_sums(rollout, trainer, mask, [row["role"] for row in inputs])
+        clip, weights = self.rollout_correction_clip, None
+        if clip is not None:  # per-token advantages (B, T): TRL's loss multiplies each token's term by its own
+            ratio = rollout_correction(rollout, trainer, mask, clip)
+            output["advantages"] = corrected_advantages(output["advantages"], ratio)
+            weights = correction_sums(ratio, mask, clip)
+        per_process = gather_to_main((sums, weights))  # each learner process scored its own share of the batch
+        if per_process is None:
+            return output
+        metrics = mismatch_metrics([part_sums for part_sums, _ in per_process])
+        if clip is not None:
+            metrics.update(correction_metrics([part for _, part in per_process]))
+        worst = max(v for k, v in metrics.items() if k.endswith("/abs_diff"))
+        if worst > MISMATCH_WARN_NATS and not self.max_staleness:  # older weights differ by design
+            logger.warning("rollout and trainer log-probs differ by %.3g nats per token (threshold %g): %s",
+                           worst, MISMATCH_WARN_NATS, metrics)
+        if self.metric_sink is not None:
+            self.metric_sink(self.state.global_step, metrics)
+        return output
+
+    def _rescore(self, output: dict[str, Any]) -> torch.Tensor:
+        """The trainer's log-probs of the sampled completion tokens under the current weights."""
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad():
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, attention, output["completion_ids"].size(1))
+        return logps
+
+    def _role_advantages(self, inputs) -> torch.Tensor:
+        """This process's share of the step's advantages under the role baseline: every process gathers the
+        whole step's rewards and roles (in process order) and updates the same baselines."""
+        from accelerate.utils import gather_object
+
+        local = [(float(row[REWARD_KEY]), row["role"]) for row in inputs]
+        everyone = gather_object(local) if self.accelerator.num_processes > 1 else local
+        advantages = self.role_baseline.advantages([r for r, _ in everyone], [role for _, role in everyone])
+        share = process_share(advantages, self.accelerator.process_index, len(local))
+        return torch.tensor(share, dtype=torch.float32)
