@@ -7,17 +7,13 @@ placement) shape where episodes run, never what they are.
 
 from __future__ import annotations
 
-from typing import Literal
-
+from training.config.kinds import BACKENDS, BackendKind
 from training.rollout.contract import Backend, RolloutSpec
 from training.rollout.inprocess import InProcessBackend
 from training.rollout.ray_backend import RayBackend, RayPool
 
-#: The backend kinds (``rollout.backend``).
-BACKENDS = ("inprocess", "ray")
 
-
-def make_backend(kind: Literal["inprocess", "ray"], spec: RolloutSpec, *, pool: RayPool | None = None,
+def make_backend(kind: BackendKind, spec: RolloutSpec, *, pool: RayPool | None = None,
                  torch_threads: int | None = None) -> Backend:
     """``InProcessBackend`` for ``"inprocess"`` (``torch_threads``: this process's), ``RayBackend`` for
     ``"ray"`` (``pool``: its workers and placement; default one worker)."""

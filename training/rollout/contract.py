@@ -33,17 +33,16 @@ replacements over the backend's life.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Protocol, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from replicalab.seats import MODEL_PREFIX
 from training.config.model import SamplingConfig, VLLMConfig
+from training.config.kinds import Engine
 from training.rollout.records import EpisodeJob, RolloutRecord
 
 #: A shard boundary moves to the nearest GRPO-group boundary if that shifts it by at most this
 #: fraction of the ideal shard size; otherwise the group is split across workers.
 GROUP_CUT_TOLERANCE = 0.25
-#: The generation engines a rollout worker can run (``rollout.engine``).
-Engine = Literal["hf", "vllm"]
 #: A snapshot of the policy is named ``snapshot:STEP`` (the step whose weights it froze).
 SNAPSHOT_PREFIX = "snapshot:"
 

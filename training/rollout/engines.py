@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from training.config.kinds import ENGINES
 from training.config.model import REPO_ROOT, VLLMConfig
 from training.errors import UserInputError
 from training.rollout.contract import SNAPSHOT_PREFIX, RolloutSpec
 
 logger = logging.getLogger(__name__)
 
-ENGINES = ("hf", "vllm")
 #: The vLLM environment ``launch/setup_vllm.sh`` makes, relative to the repository root.
 VLLM_VENV = ".venv-vllm"
 #: Seconds the check may take (importing vLLM the first time compiles nothing, but is slow on 2 cores).
