@@ -11,8 +11,11 @@
 # built model when there is one, else the embedded default), written with the card's name to
 # $OUT/gpu_figures.md (OUT unset: LOG_DIR/gpu_figures.md).
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
+# Dry run: REPLICALAB_DRY_RUN=1 prints the commands of the chosen stages (the CUDA check, builds, training,
+# evaluation, benches, copies into LOG_DIR) instead of running them; nothing is written (launch/dry_run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source launch/dry_run.sh
 STAGE="${1:-all}"
 LOGS="${2:-runs/gpu-check}"
 shift $(( $# < 2 ? $# : 2 ))
@@ -20,42 +23,55 @@ PY="${PYTHON:-python3}"
 RL=("$PY" -m training.cli)
 MODEL_DIR=artifacts/gpu-model
 export HF_HUB_OFFLINE=1 WANDB_MODE="${WANDB_MODE:-offline}" RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
-mkdir -p "$LOGS"
-"$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('device:', torch.cuda.get_device_name(0))"
+
+# logged LOG COMMAND...: run COMMAND, its output shown and kept in $LOGS/LOG (a dry run prints COMMAND).
+logged() {
+  local log="$LOGS/$1"
+  shift
+  if dry_run; then run "$@"; else "$@" 2>&1 | tee "$log"; fi
+}
+
+run mkdir -p "$LOGS"
+run "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('device:', torch.cuda.get_device_name(0))"
 WANDB_ARGS=()
 "$PY" -c "import wandb" 2>/dev/null || { echo "wandb is not installed: W&B logging disabled"; WANDB_ARGS=(wandb.mode=disabled); }
 
 if [[ "$STAGE" == build || "$STAGE" == all ]]; then
   # shellcheck disable=SC2086  # BUILD_ARGS is a list of KEY=VALUE words
-  "${RL[@]}" build-default-model --out "$MODEL_DIR" --config configs/model/gpu.yaml ${BUILD_ARGS:-} \
-    2>&1 | tee "$LOGS/build.log"
-  cp "$MODEL_DIR/build_info.json" "$LOGS/"
+  logged build.log "${RL[@]}" build-default-model --out "$MODEL_DIR" --config configs/model/gpu.yaml ${BUILD_ARGS:-}
+  run cp "$MODEL_DIR/build_info.json" "$LOGS/"
 fi
 if [[ "$STAGE" == train || "$STAGE" == all ]]; then
-  "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" "$@" 2>&1 | tee "$LOGS/train.log"
-  cp runs/gpu-embedded-scientist/metrics.jsonl "$LOGS/"
-  "${RL[@]}" eval --config configs/eval/gpu-embedded.yaml "${WANDB_ARGS[@]}" 2>&1 | tee "$LOGS/eval.log"
-  cp runs/eval-gpu-embedded/report.md "$LOGS/"
+  logged train.log "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" "$@"
+  run cp runs/gpu-embedded-scientist/metrics.jsonl "$LOGS/"
+  logged eval.log "${RL[@]}" eval --config configs/eval/gpu-embedded.yaml "${WANDB_ARGS[@]}"
+  run cp runs/eval-gpu-embedded/report.md "$LOGS/"
 fi
 if [[ "$STAGE" == engines || "$STAGE" == all ]]; then
-  [ -x .venv-vllm/bin/python ] || bash launch/setup_vllm.sh 2>&1 | tee "$LOGS/setup_vllm.log"
-  "${RL[@]}" bench engines --model "$MODEL_DIR" --episodes 64 --workers 1 2>&1 | tee "$LOGS/engines.log"
-  "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" rollout.engine=vllm \
-    run_name=gpu-embedded-vllm "$@" 2>&1 | tee "$LOGS/train_vllm.log"
-  cp runs/gpu-embedded-vllm/metrics.jsonl "$LOGS/metrics_vllm.jsonl"
+  [ -x .venv-vllm/bin/python ] || logged setup_vllm.log bash launch/setup_vllm.sh
+  logged engines.log "${RL[@]}" bench engines --model "$MODEL_DIR" --episodes 64 --workers 1
+  logged train_vllm.log "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" \
+    rollout.engine=vllm run_name=gpu-embedded-vllm "$@"
+  run cp runs/gpu-embedded-vllm/metrics.jsonl "$LOGS/metrics_vllm.jsonl"
 fi
 if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
-  [ -x .venv-vllm/bin/python ] || bash launch/setup_vllm.sh 2>&1 | tee "$LOGS/setup_vllm.log"
+  [ -x .venv-vllm/bin/python ] || logged setup_vllm.log bash launch/setup_vllm.sh
   FIGURES="${OUT:-$LOGS}/gpu_figures.md"
   MODEL=(); [ -d "$MODEL_DIR" ] && MODEL=(--model "$MODEL_DIR")
   TRAIN_MODEL=(); [ -d "$MODEL_DIR" ] && TRAIN_MODEL=("model=$MODEL_DIR")
-  { echo "# GPU figures, $(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-    for step in "-m pytest -q -m gpu tests" "-m training.cli bench sync --shape 0.5b" \
-        "-m training.cli bench engines ${MODEL[*]} --episodes 32 --workers 1" \
-        "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda ${TRAIN_MODEL[*]}"; do
-      echo; echo "## python $step"; echo '```'
-      # shellcheck disable=SC2086  # each step is a list of words
-      "$PY" $step 2>&1 | grep -v -e Warning -e warnings.warn | tail -25 || true
-      echo '```'
-    done; } | tee "$FIGURES"
+  STEPS=("-m pytest -q -m gpu tests" "-m training.cli bench sync --shape 0.5b"
+         "-m training.cli bench engines ${MODEL[*]} --episodes 32 --workers 1"
+         "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda ${TRAIN_MODEL[*]}")
+  if dry_run; then
+    # shellcheck disable=SC2086  # each step is a list of words
+    for step in "${STEPS[@]}"; do run "$PY" $step; done
+  else
+    { echo "# GPU figures, $(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+      for step in "${STEPS[@]}"; do
+        echo; echo "## python $step"; echo '```'
+        # shellcheck disable=SC2086  # each step is a list of words
+        "$PY" $step 2>&1 | grep -v -e Warning -e warnings.warn | tail -25 || true
+        echo '```'
+      done; } | tee "$FIGURES"
+  fi
 fi

@@ -1,4 +1,6 @@
-"""The project's import graph: the game imports nothing from training, no import circles, layers in order.
+"""The project's import graph: the game imports nothing from training, no import circles, layers in order, and
+the research scripts of ``benchmarks/`` on top: they may import the game and the training stack, nothing imports
+them (not even another benchmark).
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING`` alike (a lazy import that
 closes a circle is still a circle).  ``python tests/test_architecture.py [ROOT]`` prints the graph's figures
@@ -8,13 +10,16 @@ for a checkout (the layers and every import that runs from a lower layer up to a
 from __future__ import annotations
 
 import ast
+import importlib.util
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("replicalab", "training")
-#: Layers, ground floor first (docs: DESIGN, CONTRIBUTING): a module imports only from its own layer or below.
+PACKAGES = ("replicalab", "training", "benchmarks")
+#: Layers, ground floor first (CONTRIBUTING.md, "Layout"): a module imports only from its own layer or below.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("replicalab",),
     ("training.errors", "training.config"),
@@ -23,11 +28,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("training.trainer",),
     ("training.eval", "training.sweep"),
     ("training.bench", "training.cli", "training.cli_errors", "training.argtypes", "training"),
+    ("benchmarks",),
 )
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
-    """Every module of the project's packages: dotted name -> file."""
+    """Every module of the project's packages (``benchmarks/``: its scripts): dotted name -> file."""
     found = {}
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
@@ -120,6 +126,12 @@ def test_the_game_imports_nothing_from_training() -> None:
     assert crossing == []
 
 
+def test_nothing_imports_a_benchmark() -> None:
+    graph = imports()
+    assert any(m.startswith("benchmarks.") for m in modules()), "the layer check sees the benchmark scripts"
+    assert sorted((a, b) for a, targets in graph.items() for b in targets if b.startswith("benchmarks")) == []
+
+
 def test_no_import_circles() -> None:
     assert cycles(imports()) == []
 
@@ -129,17 +141,49 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
 
 
 def test_the_checker_sees_circles_and_upward_imports(tmp_path: Path) -> None:
-    """The checks above can fail: a tree with a lazy circle and a game module importing training."""
+    """The checks above can fail: a tree with a lazy circle, a game module importing training and the training stack
+    importing a benchmark."""
     for package, files in {"replicalab": {"a.py": "def f():\n    from replicalab import b\n",
                                           "b.py": "from replicalab.a import f\nimport training.x\n"},
-                           "training": {"x.py": "", "cli.py": "import training.x\n"}}.items():
+                           "training": {"x.py": "", "cli.py": "import training.x\nimport benchmarks.probe\n"},
+                           "benchmarks": {"probe.py": "from training import x\n"}}.items():
         (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+        if package != "benchmarks":  # scripts, not a package
+            (tmp_path / package / "__init__.py").write_text("")
         for name, text in files.items():
             (tmp_path / package / name).write_text(text)
     graph = imports(tmp_path)
     assert cycles(graph) == [["replicalab.a", "replicalab.b"]]
-    assert upward(graph) == [("replicalab.b", "training.x")]
+    assert upward(graph) == [("replicalab.b", "training.x"), ("training.cli", "benchmarks.probe")]
+    assert graph["benchmarks.probe"] == {"training.x"}  # a benchmark on top may import the training stack
+
+
+# -- the benchmark scripts --------------------------------------------------------------------------------
+def _is_declaration(node: ast.stmt) -> bool:
+    """What a script may hold at module level: its docstring, imports, definitions, constants and the
+    ``if __name__ == "__main__":`` guard; anything else runs on import."""
+    if isinstance(node, ast.Expr):
+        return isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    if isinstance(node, ast.If):
+        return ast.unparse(node.test).replace("'", '"') == '__name__ == "__main__"' and not node.orelse
+    return isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Assign, ast.AnnAssign))
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py")))
+def test_every_benchmark_imports_and_runs_nothing_until_main(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each script imports as it runs (from the repository root: some borrow test helpers), and its work waits for
+    ``main()`` under the ``__main__`` guard."""
+    path = ROOT / "benchmarks" / f"{script}.py"
+    stray = [f"line {node.lineno}: {type(node).__name__}" for node in ast.parse(path.read_text(encoding="utf-8")).body
+             if not _is_declaration(node)]
+    assert stray == [], f"benchmarks/{script}.py runs code on import ({stray}): move it into main()"
+    monkeypatch.syspath_prepend(str(ROOT))
+    spec = importlib.util.spec_from_file_location(f"benchmarks.{script}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert callable(getattr(module, "main", None)), f"benchmarks/{script}.py has no main()"
 
 
 if __name__ == "__main__":

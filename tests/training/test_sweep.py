@@ -1,6 +1,6 @@
 """Sweeps on Ray Tune: Tune's search space and schedulers from the config, per-trial placement groups that never
-oversubscribe (logical GPUs on CPU), early stopping recorded as stopped, and an interrupted sweep resumed to the
-same table as an uninterrupted one."""
+oversubscribe (logical GPUs on CPU), early stopping recorded as stopped, an interrupted sweep resumed to the
+same table as an uninterrupted one, and the report's figures drawing every trial."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from coin_model import COIN_OVERRIDES
+from figures import legend, lines, saved_as, tick_labels
 
 from training.config.loading import ConfigError
 from training.config.sweep import SweepConfig, load_sweep_config
@@ -134,6 +135,53 @@ ray.shutdown()
 """
 
 
+# -- the report's figures (fast) ---------------------------------------------------------------------------
+def _scatter(ax) -> dict[str, list[list[float]]]:
+    """Each status's points of a scores panel: label -> [[x, score], ...]."""
+    return {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+
+
+def test_the_sweep_figures_draw_every_trial(tmp_path: Path) -> None:
+    """scores.png: one panel per searched parameter, each scored trial a point marked by its status (a categorical
+    value at its index); curves.png: one line per trial that logged the metric, a stopped trial's ending early."""
+    from training.sweep.report import curves_figure, plot_curves, plot_scores, scores_figure
+
+    sweep = SweepConfig(name="s", metric="val/reward/mean",
+                        search={"grpo.learning_rate": [1e-5, 1e-3], "grpo.loss_type": ["grpo", "dapo"]})
+    trials = [(1e-5, "grpo", "finished", 1.0, 3), (1e-3, "grpo", "stopped", 0.5, 1), (1e-5, "dapo", "finished", 2.0, 3),
+              (1e-3, "dapo", "failed", None, 0)]
+    rows = []
+    for i, (lr, loss, status, score, steps) in enumerate(trials):
+        rows.append({"trial": i, "status": status, "score": score, "grpo.learning_rate": lr, "grpo.loss_type": loss,
+                     "run_dir": f"trial-{i}"})
+        if steps:
+            (tmp_path / f"trial-{i}").mkdir()
+            (tmp_path / f"trial-{i}" / "metrics.jsonl").write_text("".join(
+                json.dumps({"step": s, "val/reward/mean": i + s / 10}) + "\n" + json.dumps({"step": s}) + "\n"
+                for s in range(1, steps + 1)))
+
+    fig = scores_figure(sweep, rows)
+    assert fig.get_suptitle() == "sweep s: score by parameter"
+    lr, loss = fig.axes
+    assert [ax.get_xlabel() for ax in fig.axes] == ["grpo.learning_rate", "grpo.loss_type"]
+    assert {ax.get_ylabel() for ax in fig.axes} == {"val/reward/mean"}
+    assert lr.get_xscale() == "log"  # values two orders of magnitude apart
+    assert _scatter(lr) == {"finished": [[1e-5, 1.0], [1e-5, 2.0]], "stopped": [[1e-3, 0.5]]}  # no score: no point
+    assert legend(lr) == ["finished", "stopped"]
+    assert tick_labels(loss) == ["dapo", "grpo"]
+    assert _scatter(loss) == {"finished": [[1.0, 1.0], [0.0, 2.0]], "stopped": [[1.0, 0.5]]}
+    assert saved_as(fig, plot_scores(sweep, rows, tmp_path / "scores.png"), dpi=110)
+
+    fig = curves_figure(sweep, rows, tmp_path)
+    (ax,) = fig.axes
+    assert ax.get_title() == "sweep s: val/reward/mean by step"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("training step", "val/reward/mean")
+    assert lines(ax) == {"trial 0 (finished)": ([1.0, 2.0, 3.0], [0.1, 0.2, 0.3]),
+                         "trial 1 (stopped)": ([1.0], [1.1]),
+                         "trial 2 (finished)": ([1.0, 2.0, 3.0], [2.1, 2.2, 2.3])}
+    assert saved_as(fig, plot_curves(sweep, rows, tmp_path, tmp_path / "curves.png"), dpi=110)
+
+
 @pytest.mark.slow
 def test_concurrent_trials_never_hold_more_gpus_than_the_cluster(tmp_path: Path) -> None:
     """4 logical GPUs, trials of 2 (a learner GPU and one rollout worker's GPU), up to 4 allowed at once: Tune
@@ -168,8 +216,23 @@ def test_asha_stops_trials_early_and_records_them(policy_coin_model_dir: Path, t
                            for r in stopped)
     assert result["best"]["status"] in ("finished", "stopped")
     out = tmp_path / "s"
-    for name in ("trials.csv", "trials.md", "best.yaml", "scores.png", "curves.png"):
+    for name in ("trials.csv", "trials.md", "best.yaml"):
         assert (out / name).stat().st_size > 0, name
+    # the figures hold every trial: its score in the panel of each searched parameter, its curve up to its stop
+    from training.sweep.report import curves_figure, scores_figure
+
+    scores = scores_figure(sweep, rows)
+    assert [ax.get_xlabel() for ax in scores.axes] == ["grpo.groups_per_step", "grpo.learning_rate"]
+    for ax, key in zip(scores.axes, ("grpo.groups_per_step", "grpo.learning_rate")):
+        drawn = sorted(point for points in _scatter(ax).values() for point in points)
+        assert drawn == sorted([float(r[key]), float(r["score"])] for r in rows if r["score"] is not None)
+    assert saved_as(scores, out / "scores.png", dpi=110)
+    curves = curves_figure(sweep, rows, out)
+    drawn = lines(curves.axes[0])
+    assert set(drawn) == {f"trial {r['trial']} ({r['status']})" for r in rows}
+    finished_end = max(drawn[f"trial {r['trial']} (finished)"][0][-1] for r in rows if r["status"] == "finished")
+    assert all(drawn[f"trial {r['trial']} (stopped)"][0][-1] < finished_end for r in stopped)
+    assert saved_as(curves, out / "curves.png", dpi=110)
 
 
 def _sweep_command(sweep: SweepConfig, config: Path, *extra: str) -> list[str]:

@@ -1,9 +1,16 @@
-"""The evaluation report as markdown tables and PNG plots."""
+"""The evaluation report as markdown tables and PNG plots: each plot is built by a ``*_figure`` function (a
+matplotlib ``Figure``, no pyplot state) and saved by ``plot_report``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: The judge components (and the agreement rate) of ``components.png``, all cells together.
+COMPONENT_PARTS = ("rigor", "feasibility", "fidelity", "agreement_rate", "oracle_fraction")
 
 COLUMNS = ("mean_reward", "ci95", "lab_manager_reward", "lab_manager_ci95", "agreement_rate", "mean_rounds", "invalid_action_rate", "parse_failure_rate",
            "timeout_rate", "rigor", "feasibility", "fidelity", "oracle_fraction", "episodes")
@@ -74,17 +81,15 @@ def _cross_play_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def plot_cross_play(report: dict[str, Any], out: Path) -> Path:
-    """``cross_play.png``: one heatmap per role (agents x Lab Managers), each cell its mean reward."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def cross_play_figure(report: dict[str, Any]) -> Figure:
+    """One heatmap per role (rows: agents, columns: Lab Managers), each cell written with its mean reward."""
+    from matplotlib.figure import Figure
 
     matrix = report["cross_play"]
     labs = list(matrix)
     agents = list(next(iter(matrix.values())))
-    fig, axes = plt.subplots(1, 2, figsize=(4 + 2.2 * len(labs), 1.5 + 0.5 * len(agents)), squeeze=False)
+    fig = Figure(figsize=(4 + 2.2 * len(labs), 1.5 + 0.5 * len(agents)))
+    axes = fig.subplots(1, 2, squeeze=False)
     for ax, role, title in zip(axes[0], ("scientist", "lab_manager"), ("Scientist reward", "Lab Manager reward")):
         values = [[matrix[lab][spec][role]["mean"] for lab in labs] for spec in agents]
         image = ax.imshow(values, cmap="viridis", aspect="auto")
@@ -99,22 +104,24 @@ def plot_cross_play(report: dict[str, Any], out: Path) -> Path:
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.suptitle(f"Cross-play on {report['split']} seeds ({report['seed_range']})", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def plot_cross_play(report: dict[str, Any], out: Path) -> Path:
+    """``cross_play.png``: ``cross_play_figure`` saved under ``out``."""
     path = out / "cross_play.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    cross_play_figure(report).savefig(path, dpi=120)
     return path
 
 
-def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
-    """``reward_by_cell.png`` (grouped bars with CI whiskers), ``components.png`` and ``cross_play.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def reward_by_cell_figure(report: dict[str, Any]) -> Figure:
+    """The Scientist's mean reward per cell: one bar per agent in each cell, 95% interval whiskers."""
+    from matplotlib.figure import Figure
 
     agents, cells = list(report["agents"]), report["cells"]
     width = 0.8 / len(agents)
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(cells)), 4.5))
+    fig = Figure(figsize=(max(8, 1.3 * len(cells)), 4.5))
+    ax = fig.subplots()
     for i, spec in enumerate(agents):
         blocks = [report["agents"][spec]["by_cell"][c] for c in cells]
         means = [b["mean_reward"] for b in blocks]
@@ -126,21 +133,31 @@ def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
     ax.axhline(0, color="black", linewidth=0.5)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths = [out / "reward_by_cell.png"]
-    fig.savefig(paths[0], dpi=120)
-    plt.close(fig)
+    return fig
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    parts = ("rigor", "feasibility", "fidelity", "agreement_rate", "oracle_fraction")
+
+def components_figure(report: dict[str, Any]) -> Figure:
+    """Each agent's judge components and agreement rate over all cells (``COMPONENT_PARTS``), one bar per agent."""
+    from matplotlib.figure import Figure
+
+    agents = list(report["agents"])
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     width = 0.8 / len(agents)
     for i, spec in enumerate(agents):
         o = report["agents"][spec]["overall"]
-        ax.bar([x + i * width for x in range(len(parts))], [o[p] for p in parts], width, label=spec)
-    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(parts))], parts)
+        ax.bar([x + i * width for x in range(len(COMPONENT_PARTS))], [o[p] for p in COMPONENT_PARTS], width,
+               label=spec)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(COMPONENT_PARTS))], COMPONENT_PARTS)
     ax.set_title("Judge components and agreement, all cells")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths.append(out / "components.png")
-    fig.savefig(paths[1], dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
+    """``reward_by_cell.png``, ``components.png`` and ``cross_play.png`` under ``out``."""
+    paths = [out / "reward_by_cell.png", out / "components.png"]
+    reward_by_cell_figure(report).savefig(paths[0], dpi=120)
+    components_figure(report).savefig(paths[1], dpi=120)
     return paths + [plot_cross_play(report, out)]

@@ -1,15 +1,19 @@
 """A sweep's report: ``trials.csv`` and ``trials.md`` (one row per trial), ``best.yaml`` (the best trial's resolved
 config), ``scores.png`` (the score against each searched parameter, stopped trials marked) and ``curves.png``
-(every trial's metric by training step, read back from its ``metrics.jsonl``)."""
+(every trial's metric by training step, read back from its ``metrics.jsonl``).  Each plot is built by a ``*_figure``
+function (a matplotlib ``Figure``, no pyplot state) and saved by its ``plot_*`` function."""
 
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from training.config.sweep import Range, SweepConfig
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 TABLE_CSV, TABLE_MD, BEST_YAML = "trials.csv", "trials.md", "best.yaml"
 SCORES_PNG, CURVES_PNG = "scores.png", "curves.png"
@@ -38,15 +42,13 @@ def _cell(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def plot_scores(sweep: SweepConfig, rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """One panel per searched parameter: each trial's score against its value."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def scores_figure(sweep: SweepConfig, rows: Sequence[dict[str, Any]]) -> Figure:
+    """One panel per searched parameter: each trial's score against its value, one marker per status."""
+    from matplotlib.figure import Figure
 
     keys = list(sweep.search)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(keys), 3.4))
+    axes = fig.subplots(1, len(keys), squeeze=False)
     for ax, key in zip(axes[0], keys):
         values = [row[key] for row in rows]
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
@@ -67,19 +69,22 @@ def plot_scores(sweep: SweepConfig, rows: Sequence[dict[str, Any]], path: Path) 
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"sweep {sweep.name}: score by parameter")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def plot_scores(sweep: SweepConfig, rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """``scores_figure`` saved as a PNG at ``path``."""
+    scores_figure(sweep, rows).savefig(path, dpi=110)
     return path
 
 
-def plot_curves(sweep: SweepConfig, rows: Sequence[dict[str, Any]], out: Path, path: Path) -> Path:
-    """Every trial's metric by training step (a stopped trial's curve ends where the scheduler stopped it)."""
-    import matplotlib
+def curves_figure(sweep: SweepConfig, rows: Sequence[dict[str, Any]], out: Path) -> Figure:
+    """Every trial's metric by training step, one line per trial that logged it (a stopped trial's curve ends where
+    the scheduler stopped it); the trials' run directories are under ``out``."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.subplots()
     for row in rows:
         metrics = out / row["run_dir"] / "metrics.jsonl"
         if not metrics.is_file():
@@ -95,6 +100,10 @@ def plot_curves(sweep: SweepConfig, rows: Sequence[dict[str, Any]], out: Path, p
     ax.legend(fontsize=7)
     ax.set_title(f"sweep {sweep.name}: {sweep.metric} by step")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def plot_curves(sweep: SweepConfig, rows: Sequence[dict[str, Any]], out: Path, path: Path) -> Path:
+    """``curves_figure`` saved as a PNG at ``path``."""
+    curves_figure(sweep, rows, out).savefig(path, dpi=110)
     return path

@@ -3,8 +3,9 @@
 ``learning_curve(run_dir)`` merges the rows of each step into one and keeps the curves a user looks at
 first: the training episodes' mean reward and hard-cell reward, how often the Scientist uses each skill
 where its trigger shows (``replicalab.skill_use``), the reward per cell, and the periodic validation reward.  ``curve_table`` prints them in windows of steps (episode-weighted means), and
-``plot_learning_curve`` draws them (``learning_curve.png`` in the run directory at the end of a run).
-Pure file reading; matplotlib only in the plot.
+``learning_curve_figure`` draws them and ``plot_learning_curve`` saves the drawing (``learning_curve.png`` in the run
+directory at the end of a run); ``seat_table``, ``seat_curves_figure`` and ``plot_seat_curves`` do the same for the
+per-seat validation checks.  Pure file reading; matplotlib only in the figures (its ``Figure``, no pyplot state).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replicalab.agents.skilled import SKILLS
 from replicalab.scenarios import cells
 from training.tracking import METRICS_FILE
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: (metrics key, column title, key of its count: the weight of a window mean) for each curve.
 CURVES: tuple[tuple[str, str, str], ...] = (
@@ -73,16 +78,12 @@ def curve_table(rows: list[dict[str, float]], window: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
-    """Draw reward (train, hard cells, validation), each skill's use rate and the reward per cell by step into
-    ``out`` (a PNG);
-    moving averages over ``window`` steps.  None when there is nothing to draw."""
+def learning_curve_figure(rows: list[dict[str, float]], window: int = 8) -> Figure | None:
+    """Reward (train, hard cells, validation), each skill's use rate and the reward per cell by step, in three panels
+    sharing the step axis; moving averages over ``window`` steps.  None when there is nothing to draw."""
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     def smooth(key: str, count_key: str) -> tuple[list[float], list[float]]:
         xs, ys = [], []
@@ -93,7 +94,8 @@ def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: i
                 ys.append(value)
         return xs, ys
 
-    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    fig = Figure(figsize=(8, 9))
+    top, middle, bottom = fig.subplots(3, 1, sharex=True)
     for key, title, count_key in CURVES:
         axis = middle if key.startswith("skill/") else top
         axis.plot(*smooth(key, count_key), label=title)
@@ -117,9 +119,16 @@ def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: i
         axis.grid(alpha=0.3)
     top.set_title("Learning curve")
     fig.tight_layout()
+    return fig
+
+
+def plot_learning_curve(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
+    """``learning_curve_figure`` saved as a PNG at ``out``; None (nothing written) when there is nothing to draw."""
+    fig = learning_curve_figure(rows, window)
+    if fig is None:
+        return None
     out = Path(out)
     fig.savefig(out, dpi=120)
-    plt.close(fig)
     return out
 
 
@@ -138,19 +147,17 @@ def seat_table(rows: list[dict[str, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_seat_curves(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
-    """Draw, per trained seat, its own validation reward against its fixed opponents, the agreement rate and the
-    parse failure rate (validation checks; the training episodes' per-role parse failures as a ``window``-step
-    average) into ``out``.  None when the run logged no per-seat validation."""
+def seat_curves_figure(rows: list[dict[str, float]], window: int = 8) -> Figure | None:
+    """Per trained seat, its own validation reward against its fixed opponents, the agreement rate and the parse
+    failure rate (validation checks; the training episodes' per-role parse failures as a ``window``-step average),
+    in three panels sharing the step axis.  None when the run logged no per-seat validation."""
     roles = [r for r in ROLE_NAMES if any(f"val/{r}/reward" in row for row in rows)]
     if not roles:
         return None
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
+    fig = Figure(figsize=(8, 7.5))
+    axes = fig.subplots(3, 1, sharex=True)
     for role in roles:
         name = ROLE_NAMES[role]
         for axis, key in zip(axes, ("reward", "agreement_rate", "parse_failure_rate")):
@@ -169,7 +176,15 @@ def plot_seat_curves(rows: list[dict[str, float]], out: Path | str, window: int 
     axes[2].set_xlabel("step")
     axes[0].set_title("Each seat against fixed opponents on validation seeds")
     fig.tight_layout()
+    return fig
+
+
+def plot_seat_curves(rows: list[dict[str, float]], out: Path | str, window: int = 8) -> Path | None:
+    """``seat_curves_figure`` saved as a PNG at ``out``; None (nothing written) when the run logged no per-seat
+    validation."""
+    fig = seat_curves_figure(rows, window)
+    if fig is None:
+        return None
     out = Path(out)
     fig.savefig(out, dpi=120)
-    plt.close(fig)
     return out

@@ -1,8 +1,10 @@
-"""``replicalab eval`` with several Lab Manager seats: the cross-play matrix (scripted seats, no model, no Ray)."""
+"""``replicalab eval`` with several Lab Manager seats: the cross-play matrix (scripted seats, no model, no Ray), and
+the report's figures drawing what the report holds."""
 
 import json
 
 import pytest
+from figures import bars, saved_as, tick_labels
 
 from replicalab.seeds import VALIDATION_SEEDS
 from training.config.eval import load_eval_config
@@ -12,13 +14,20 @@ AGENTS = ["scripted:naive", "scripted:reader+defender+asker"]
 LABS = ["scripted:thrifty", "scripted:cooperative"]
 
 
-def test_every_pairing_plays_the_same_seeds_and_reports_both_roles(tmp_path):
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """(report, its output folder) of one cross-play evaluation: 2 agents x 2 Lab Managers, 4 validation seeds."""
     from training.eval.run import run_eval
 
+    out = tmp_path_factory.mktemp("cross-play") / "eval"
     cfg = load_eval_config(None, [f"agents={json.dumps(AGENTS)}", f"lab_managers={json.dumps(LABS)}",
                                   "split=validation", "episodes=4", "backend=inprocess", "wandb.mode=disabled",
-                                  "bootstrap_samples=200", f"out={tmp_path / 'eval'}"])
-    report = run_eval(cfg, progress=False)
+                                  "bootstrap_samples=200", f"out={out}"])
+    return run_eval(cfg, progress=False), out
+
+
+def test_every_pairing_plays_the_same_seeds_and_reports_both_roles(evaluated):
+    report, out = evaluated
     matrix = report["cross_play"]
     assert list(matrix) == LABS and all(list(row) == AGENTS for row in matrix.values())
     for lab in LABS:
@@ -33,7 +42,7 @@ def test_every_pairing_plays_the_same_seeds_and_reports_both_roles(tmp_path):
     for spec in AGENTS:
         assert matrix[LABS[0]][spec]["scientist"]["mean"] == pytest.approx(report["agents"][spec]["overall"]["mean_reward"])
     # the same seeds for every pairing: one EpisodeLog per (seed, cell) in each
-    rows = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     by_label: dict[str, list] = {}
     for row in rows:
         by_label.setdefault(row["role"], []).append((row["log"]["seed"], row["log"]["scenario_template"],
@@ -45,9 +54,49 @@ def test_every_pairing_plays_the_same_seeds_and_reports_both_roles(tmp_path):
     thrifty, cooperative = (matrix[lab] for lab in LABS)
     assert thrifty[AGENTS[0]]["lab_manager"]["mean"] > cooperative[AGENTS[0]]["lab_manager"]["mean"]
     assert thrifty[AGENTS[1]]["lab_manager"]["mean"] < cooperative[AGENTS[1]]["lab_manager"]["mean"]
-    md = (tmp_path / "eval" / "report.md").read_text()
+    md = (out / "report.md").read_text()
     assert "## Cross-play" in md and f"| {AGENTS[1]} | {LABS[1]} |" in md
-    assert (tmp_path / "eval" / "cross_play.png").stat().st_size > 1000
+
+
+def test_the_cross_play_figure_is_the_matrix(evaluated):
+    """One heatmap per role: agents down, Lab Managers across, each cell written with its pairing's mean."""
+    from training.eval.report import cross_play_figure
+
+    report, out = evaluated
+    matrix = report["cross_play"]
+    fig = cross_play_figure(report)
+    assert len(fig.axes) == 4  # two heatmaps, each with its colorbar
+    assert fig.get_suptitle() == f"Cross-play on validation seeds ({report['seed_range']})"
+    for ax, role, title in zip(fig.axes, ("scientist", "lab_manager"), ("Scientist reward", "Lab Manager reward")):
+        assert ax.get_title() == title
+        assert tick_labels(ax, "x") == LABS and tick_labels(ax, "y") == AGENTS
+        means = [[matrix[lab][spec][role]["mean"] for lab in LABS] for spec in AGENTS]
+        assert ax.images[0].get_array().tolist() == means
+        assert [t.get_text() for t in ax.texts] == [f"{m:.2f}" for row in means for m in row]
+    assert saved_as(fig, out / "cross_play.png", dpi=120)
+
+
+def test_the_report_figures_draw_every_agent_in_every_cell(evaluated):
+    """reward_by_cell.png: one bar per agent and cell at its mean reward; components.png: one bar per agent and
+    judge component at its overall value."""
+    from training.eval.report import COMPONENT_PARTS, components_figure, reward_by_cell_figure
+
+    report, out = evaluated
+    assert len(report["cells"]) == 9
+    fig = reward_by_cell_figure(report)
+    (ax,) = fig.axes
+    assert ax.get_title() == "Scientist reward by cell (validation seeds)"
+    assert ax.get_ylabel() == "mean reward (95% CI)"
+    assert tick_labels(ax) == [cell.replace("/", "\n") for cell in report["cells"]]
+    assert bars(ax) == {spec: [report["agents"][spec]["by_cell"][cell]["mean_reward"] for cell in report["cells"]]
+                        for spec in AGENTS}
+    assert saved_as(fig, out / "reward_by_cell.png", dpi=120)
+    fig = components_figure(report)
+    (ax,) = fig.axes
+    assert ax.get_title() == "Judge components and agreement, all cells"
+    assert tick_labels(ax) == list(COMPONENT_PARTS)
+    assert bars(ax) == {spec: [report["agents"][spec]["overall"][part] for part in COMPONENT_PARTS] for spec in AGENTS}
+    assert saved_as(fig, out / "components.png", dpi=120)
 
 
 @pytest.mark.parametrize("labs, message", [

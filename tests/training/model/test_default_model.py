@@ -7,16 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_recipe import TINY_RECIPE
 
 from replicalab import TEMPLATES, TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, ReplicaLabEnv, run_episode
 from replicalab.agents import NaiveScientist
 from replicalab.models import EpisodeLog
-from training.config.model import (
-    ArchitectureConfig,
-    DefaultModelConfig,
-    SamplingConfig,
-    SFTHyperParams,
-)
+from training.config.model import SamplingConfig
 from training.model.default import build_default_model, resolve_default_model
 from training.model.sft import tokenize_example
 from training.model.sft_data import (
@@ -29,41 +25,32 @@ from training.rollout.play import play_jobs
 from training.rollout.policy import Generation, PolicyModel
 from training.rollout.records import EpisodeJob
 
-#: Few SFT steps on one seed: exercises the whole build in seconds (the model will not play well).
-TINY_BUILD = DefaultModelConfig(
-    vocab_size=600,
-    architecture=ArchitectureConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                    num_attention_heads=4, num_key_value_heads=2, copy_circuit=False),
-    sft=SFTHyperParams(lm_steps=1, completion_steps=2, per_device_train_batch_size=4, logging_steps=1),
-    n_train_seeds=1,
-    max_new_tokens=32,
-)
 SHORT = SamplingConfig(max_new_tokens=32, seed=0)
 SCIENTIST_SEATS = dict(scientist="policy", lab_manager="scripted")
 
 
 @pytest.fixture(scope="module")
 def built_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_default_model(tmp_path_factory.mktemp("default-model") / "model", TINY_BUILD, progress=False)
+    return build_default_model(tmp_path_factory.mktemp("default-model") / "model", TINY_RECIPE, progress=False)
 
 
 @pytest.fixture(scope="module")
 def untrained_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The build's recipe without SFT: the tokenizer trained on ``TINY_BUILD``'s transcripts and the
+    """The build's recipe without SFT: the tokenizer trained on ``TINY_RECIPE``'s transcripts and the
     model with random weights.  No training, so the fast tier plays the game's prompts through a model
     with the game's tokenizer (the model will not play well)."""
     from training.model.default import make_model, training_examples
     from training.model.sft_data import example_texts
     from training.model.tokenizer import save_and_verify, train_tokenizer
 
-    sci, lab, _ = collect_transcripts(TINY_BUILD.n_train_seeds, max_rounds=TINY_BUILD.max_rounds)
+    sci, lab, _ = collect_transcripts(TINY_RECIPE.n_train_seeds, max_rounds=TINY_RECIPE.max_rounds)
     texts = list(example_texts([ex for _, ex in training_examples(sci, lab)]))
-    tokenizer = train_tokenizer(texts, vocab_size=TINY_BUILD.vocab_size,
-                                min_frequency=TINY_BUILD.tokenizer_min_frequency,
-                                json_token_min_frequency=TINY_BUILD.json_token_min_frequency,
-                                number_tokens=TINY_BUILD.number_tokens)
+    tokenizer = train_tokenizer(texts, vocab_size=TINY_RECIPE.vocab_size,
+                                min_frequency=TINY_RECIPE.tokenizer_min_frequency,
+                                json_token_min_frequency=TINY_RECIPE.json_token_min_frequency,
+                                number_tokens=TINY_RECIPE.number_tokens)
     out = tmp_path_factory.mktemp("untrained-model")
-    make_model(TINY_BUILD, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id).save_pretrained(str(out))
+    make_model(TINY_RECIPE, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id).save_pretrained(str(out))
     save_and_verify(tokenizer, out, probes=texts[:4])
     return out
 
@@ -88,7 +75,8 @@ def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
     info = json.loads((built_dir / "build_info.json").read_text())
     seeds = info["transcripts"]["seeds"]
     assert seeds and all(s in TRAIN_SEEDS and s not in TEST_SEEDS for s in seeds)
-    assert [p["steps"] for p in info["sft_phases"]] == [TINY_BUILD.sft.lm_steps, TINY_BUILD.sft.completion_steps]
+    sft = TINY_RECIPE.sft
+    assert [p["steps"] for p in info["sft_phases"]] == [sft.lm_steps, sft.completion_steps]
     # phase 1: all tokens of the Scientist chats, assistant turns of the Lab Manager chats; phase 2: assistant turns
     assert [p["loss"] for p in info["sft_phases"]] == [
         "loss on all tokens of the scientist chats, on the assistant turns of the others", "loss on the assistant turns"]
@@ -196,7 +184,7 @@ def test_load_agent_spec_and_resolve(built_dir: Path, monkeypatch: pytest.Monkey
     assert resolve_default_model() == built_dir  # present: no rebuild
     agent = load_agent_spec("model:default", "scientist", device="cpu")()
     assert agent.policy.name_or_path == str(built_dir)
-    assert agent.sampling.do_sample is False and agent.sampling.max_new_tokens == TINY_BUILD.max_new_tokens
+    assert agent.sampling.do_sample is False and agent.sampling.max_new_tokens == TINY_RECIPE.max_new_tokens
     assert load_agent_spec(f"model:{built_dir}", "lab_manager", device="cpu")().role == "lab_manager"
 
 

@@ -6,9 +6,7 @@ The Ray tests share one session-scoped Ray (``num_cpus=2``) and create backends 
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -31,8 +29,6 @@ from training.rollout.records import EpisodeJob, RolloutRecord  # noqa: E402
 #: Short completions keep every generation step cheap with the tiny model.
 ROLLOUT_SAMPLING = SamplingConfig(max_new_tokens=24, seed=0)
 ROLLOUT_MAX_ROUNDS = 3
-#: Context window of the rollout test model (game prompts run to ~1.5k tokens with the tiny tokenizer).
-ROLLOUT_CONTEXT = 4096
 #: GRPO group size of the test jobs.
 ROLLOUT_GROUP = 2
 SEATS = dict(scientist="policy", lab_manager="scripted")
@@ -67,19 +63,6 @@ def modified_state(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: (v + np.float32(0.01) * np.sign(v + 1e-3)).astype(np.float32) for k, v in state.items()}
 
 
-@pytest.fixture(scope="session")
-def rollout_model_dir(policy_tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared tiny checkpoint with a context window that holds a whole game prompt (RoPE: the
-    weights do not depend on it), so episodes run several model turns instead of overflowing."""
-    out = tmp_path_factory.mktemp("rollout-model")
-    for item in policy_tiny_model_dir.iterdir():
-        shutil.copy(item, out / item.name)
-    config = json.loads((out / "config.json").read_text())
-    config["max_position_embeddings"] = ROLLOUT_CONTEXT
-    (out / "config.json").write_text(json.dumps(config))
-    return out
-
-
 def rollout_spec(model_dir: Path, **seats) -> RolloutSpec:
     return RolloutSpec(model=str(model_dir), **{**SEATS, **seats}, sampling=ROLLOUT_SAMPLING,
                        max_rounds=ROLLOUT_MAX_ROUNDS)
@@ -103,8 +86,8 @@ def test_shard_jobs_contiguous_balanced_and_keeps_groups() -> None:
 
 
 # -- in-process ----------------------------------------------------------------------------------
-def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
-    backend = make_backend("inprocess", rollout_spec(rollout_model_dir), torch_threads=1)
+def test_inprocess_backend_every_job_in_order(policy_wide_model_dir: Path) -> None:
+    backend = make_backend("inprocess", rollout_spec(policy_wide_model_dir), torch_threads=1)
     jobs = rollout_jobs(4)
     check_records(jobs, backend.collect(jobs))
     first, again = backend.collect(jobs, sampling_seed=3), backend.collect(jobs, sampling_seed=3)
@@ -116,7 +99,7 @@ def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
     check_records(jobs[:2], records, version=7)
     assert all(r.worker == "inprocess" for r in records)
     lab_jobs = rollout_jobs(2, role="lab_manager")
-    lab = InProcessBackend(rollout_spec(rollout_model_dir, scientist="scripted:naive", lab_manager="policy"))
+    lab = InProcessBackend(rollout_spec(policy_wide_model_dir, scientist="scripted:naive", lab_manager="policy"))
     check_records(lab_jobs, lab.collect(lab_jobs))
     backend.close()
     lab.close()
@@ -124,8 +107,8 @@ def test_inprocess_backend_every_job_in_order(rollout_model_dir: Path) -> None:
 
 # -- Ray -----------------------------------------------------------------------------------------
 @pytest.mark.slow  # starts Ray
-def test_ray_one_worker_every_job_in_order(ray_cluster: None, rollout_model_dir: Path) -> None:
-    backend = ray_backend(rollout_model_dir, 1)
+def test_ray_one_worker_every_job_in_order(ray_cluster: None, policy_wide_model_dir: Path) -> None:
+    backend = ray_backend(policy_wide_model_dir, 1)
     try:
         jobs = rollout_jobs(5)
         records = backend.collect(jobs)
@@ -137,8 +120,8 @@ def test_ray_one_worker_every_job_in_order(ray_cluster: None, rollout_model_dir:
 
 
 @pytest.fixture(scope="module")
-def two_workers(ray_cluster: None, rollout_model_dir: Path) -> Iterator[RayBackend]:
-    backend = ray_backend(rollout_model_dir, 2)
+def two_workers(ray_cluster: None, policy_wide_model_dir: Path) -> Iterator[RayBackend]:
+    backend = ray_backend(policy_wide_model_dir, 2)
     yield backend
     backend.close()
 
@@ -152,10 +135,10 @@ def test_ray_two_workers_every_job_in_order(two_workers: RayBackend) -> None:
 
 
 @pytest.mark.slow  # starts Ray
-def test_ray_weights_sync(two_workers: RayBackend, rollout_model_dir: Path) -> None:
+def test_ray_weights_sync(two_workers: RayBackend, policy_wide_model_dir: Path) -> None:
     from training.rollout.policy import PolicyModel
 
-    driver = PolicyModel(str(rollout_model_dir), device="cpu")
+    driver = PolicyModel(str(policy_wide_model_dir), device="cpu")
     original = {k: v.copy() for k, v in driver.state_numpy().items()}  # state_numpy views the live weights
     driver.load_state(modified_state(original), 7)
     two_workers.set_weights(driver.state_numpy(), 7)
@@ -218,24 +201,24 @@ def test_ray_gives_up_after_max_restarts(two_workers: RayBackend) -> None:
 
 
 # -- bench (in-process part only) ----------------------------------------------------------------
-def test_bench_bound_replays_the_same_generation(rollout_model_dir: Path) -> None:
+def test_bench_bound_replays_the_same_generation(policy_wide_model_dir: Path) -> None:
     """The bound replays the rollout's own generation calls: same prompts, so the same tokens."""
     from training.bench.rollout import format_bench_rollout, run_bench_rollout
 
-    result = run_bench_rollout(str(rollout_model_dir), episodes=3, max_new_tokens=8, max_rounds=2,
+    result = run_bench_rollout(str(policy_wide_model_dir), episodes=3, max_new_tokens=8, max_rounds=2,
                                ray_workers=(), repeats=1)
     assert result["bound"]["tokens"] == result["inprocess"]["tokens"] > 0
     assert result["generate_calls"] >= 1 and "inprocess" in format_bench_rollout(result)
 
 
 @pytest.mark.slow  # starts Ray
-def test_bench_two_worker_bound_replays_both_halves_at_once(ray_cluster: None, rollout_model_dir: Path) -> None:
+def test_bench_two_worker_bound_replays_both_halves_at_once(ray_cluster: None, policy_wide_model_dir: Path) -> None:
     """``bound x2`` replays the recorded calls split in two processes: the same tokens as the bound."""
     from training.bench.rollout import ParallelBound, _Recorder, _replay, bench_jobs
     from training.config.model import SamplingConfig
 
     sampling = SamplingConfig(do_sample=False, max_new_tokens=8)
-    spec = RolloutSpec(model=str(rollout_model_dir), scientist="policy", lab_manager="scripted", sampling=sampling,
+    spec = RolloutSpec(model=str(policy_wide_model_dir), scientist="policy", lab_manager="scripted", sampling=sampling,
                        max_rounds=2)
     backend = InProcessBackend(spec, torch_threads=1)
     try:
@@ -244,7 +227,7 @@ def test_bench_two_worker_bound_replays_both_halves_at_once(ray_cluster: None, r
         _, tokens = _replay(backend.policy, rec.calls)
     finally:
         backend.close()
-    bound = ParallelBound(str(rollout_model_dir), rec.calls)
+    bound = ParallelBound(str(policy_wide_model_dir), rec.calls)
     try:
         seconds, parallel_tokens = bound.once()
         assert len(set(bound.pids)) == 2 and os.getpid() not in bound.pids

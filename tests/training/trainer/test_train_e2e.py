@@ -109,7 +109,17 @@ def test_eval_report(default_model, tmp_path):
         assert low <= overall["lab_manager_reward"] <= high  # both seats' rewards are reported
         assert set(saved["agents"][spec]["by_cell"]) == {"cell_biology/easy", "cell_biology/medium", "cell_biology/hard"}
     assert saved["agents"]["scripted:oracle"]["overall"]["oracle_fraction"] == pytest.approx(1.0)
-    assert (tmp_path / "eval" / "reward_by_cell.png").stat().st_size > 1000
+    # the bar chart holds every agent's mean reward in every cell, and was saved
+    from figures import bars, saved_as
+
+    from training.eval.report import reward_by_cell_figure
+
+    fig = reward_by_cell_figure(report)
+    by_cell = {spec: saved["agents"][spec]["by_cell"] for spec in saved["agents"]}
+    assert bars(fig.axes[0]) == {spec: [cells[c]["mean_reward"] for c in saved["cells"]]
+                                 for spec, cells in by_cell.items()}
+    assert len(saved["agents"]) == 3 and len(saved["cells"]) == 3
+    assert saved_as(fig, tmp_path / "eval" / "reward_by_cell.png", dpi=120)
     assert "| scripted:naive |" in (tmp_path / "eval" / "report.md").read_text()
     assert report == saved
 
