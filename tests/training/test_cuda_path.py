@@ -23,10 +23,11 @@ CUDA_TINY = [*RESUME_TINY, *COIN_OVERRIDES, "device=cuda", "grpo.max_steps=3", "
 RESUME_RTOL = 0.25
 
 
-def _cfg(model: Path, out: Path, name: str):
+def _cfg(model: Path, out: Path, name: str, *extra: str):
     from training.config.train import load_train_config
 
-    return load_train_config(TRAIN_CFG, [*CUDA_TINY, f"model={model}", f"output_dir={out}", f"run_name={name}"])
+    return load_train_config(TRAIN_CFG, [*CUDA_TINY, f"model={model}", f"output_dir={out}", f"run_name={name}",
+                                         *extra])
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,19 @@ def test_a_cuda_run_resumes_from_its_checkpoint(cuda_run, tmp_path):
     assert [s for s, _ in resumed] == [s for s, _ in rewards]
     for (_, a), (_, b) in zip(resumed, rewards):
         assert a == pytest.approx(b, rel=RESUME_RTOL, abs=RESUME_RTOL)
+
+
+def test_a_deterministic_cuda_run_resumes_bitwise(policy_coin_model_dir, tmp_path):
+    """``deterministic: true``: the resumed run logs what the whole run logged and ends with the same weights.
+    The last test of this module that trains: the flag stays on for the rest of the process."""
+    from resume_runs import assert_same_run, resume_cut_run
+    from training.trainer.run import run_train
+
+    whole = _cfg(policy_coin_model_dir, tmp_path / "whole", "det", "deterministic=true")
+    run_train(whole)
+    part = _cfg(policy_coin_model_dir, tmp_path / "part", "det", "deterministic=true")
+    resume_cut_run(whole.run_dir, part, 3)
+    assert_same_run(part.run_dir, whole.run_dir)
 
 
 def test_new_weights_load_into_a_cuda_policy(policy_coin_model_dir):

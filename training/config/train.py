@@ -57,6 +57,11 @@ class TrainConfig(BaseModel):
         "Train LoRA adapters (PEFT) instead of every weight."))
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description=(
         "Training device: auto picks cuda when available, else cpu; cuda without a GPU fails."))
+    deterministic: bool = Field(default=False, description=(
+        "PyTorch's deterministic algorithms in the learner process and its in-process rollouts (transformers' "
+        "enable_full_determinism: use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG, cuDNN deterministic, "
+        "CUDA_LAUNCH_BLOCKING), so a CUDA run resumes bitwise, at a speed cost. Off, a CUDA resume matches within "
+        "sampling noise: cuBLAS may pick other kernels after a restart. CPU runs are deterministic either way."))
     bf16: Optional[bool] = Field(default=None, description=(
         "Train in bfloat16 mixed precision; None: on exactly when the device is cuda."))
     dtype: LEARNER_DTYPES = Field(default="auto", description=(

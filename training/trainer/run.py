@@ -67,7 +67,7 @@ def check_run_dir(cfg: TrainConfig, resume: bool) -> None:
 
 def check_models(cfg: TrainConfig) -> None:
     """The policy model and every frozen ``model:`` seat exist and hold a model and tokenizer."""
-    from training.model.default import check_model_path, check_seat_models
+    from training.model.model_path import check_model_path, check_seat_models
 
     check_model_path(cfg.model)
     check_seat_models(cfg.seats.scientist, cfg.seats.lab_manager, *cfg.opponent_seats)
@@ -101,6 +101,10 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
     check_run_dir(cfg, resume)
     cfg.per_process_batch(learner_from_env().world_size)
     check_learner(cfg.learner)
+    if cfg.deterministic:  # before any CUDA work: cuBLAS reads its workspace setting once
+        from transformers.trainer_utils import enable_full_determinism
+
+        enable_full_determinism(cfg.seed)
     device = build.device(cfg)
     learner = init_learner(device, timeout_s=cfg.learner.timeout_seconds, deepspeed=cfg.learner.sharding == "zero3")
     barrier()  # every process checked the run directory before the main one changes it
