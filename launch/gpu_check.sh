@@ -7,9 +7,11 @@
 # engines: sets up the vLLM environment (launch/setup_vllm.sh) if missing, compares the rollout engines on
 # the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
 # rollout.engine=vllm.
-# figures: pytest -m gpu, then bench sync, bench engines and bench train at rollout.max_staleness 0 and 1 (the
-# built model when there is one, else the embedded default), written with the card's name to
-# $OUT/gpu_figures.md (OUT unset: LOG_DIR/gpu_figures.md).
+# figures: pytest -m gpu (tests/training/test_cuda_path.py needs only torch and transformers), then bench sync,
+# bench engines (vLLM too when .venv-vllm exists) and bench train at rollout.max_staleness 0 and 1 (the built
+# model when there is one, else the embedded default), written with the card's name to $OUT/gpu_figures.md
+# (OUT unset: LOG_DIR/gpu_figures.md).  It installs nothing: on a node without network, set up first from a
+# wheelhouse (WHEELHOUSE=DIR bash launch/setup.sh).
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
 # Dry run: REPLICALAB_DRY_RUN=1 prints the commands of the chosen stages (the CUDA check, builds, training,
 # evaluation, benches, copies into LOG_DIR) instead of running them; nothing is written (launch/dry_run.sh).
@@ -55,12 +57,13 @@ if [[ "$STAGE" == engines || "$STAGE" == all ]]; then
   run cp runs/gpu-embedded-vllm/metrics.jsonl "$LOGS/metrics_vllm.jsonl"
 fi
 if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
-  [ -x .venv-vllm/bin/python ] || logged setup_vllm.log bash launch/setup_vllm.sh
+  # no setup here (a node without network runs this stage): vLLM joins the engines bench when its environment exists
+  ENGINES="--engines hf"; [ -x .venv-vllm/bin/python ] && ENGINES="--engines hf vllm"
   FIGURES="${OUT:-$LOGS}/gpu_figures.md"
   MODEL=(); [ -d "$MODEL_DIR" ] && MODEL=(--model "$MODEL_DIR")
   TRAIN_MODEL=(); [ -d "$MODEL_DIR" ] && TRAIN_MODEL=("model=$MODEL_DIR")
   STEPS=("-m pytest -q -m gpu tests" "-m training.cli bench sync --shape 0.5b"
-         "-m training.cli bench engines ${MODEL[*]} --episodes 32 --workers 1"
+         "-m training.cli bench engines ${MODEL[*]} $ENGINES --episodes 32 --workers 1"
          "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda ${TRAIN_MODEL[*]}")
   if dry_run; then
     # shellcheck disable=SC2086  # each step is a list of words

