@@ -144,7 +144,8 @@ def test_gpu_check_train_stage_passes_the_arguments_through(tmp_path: Path) -> N
 
 def test_gpu_check_all_stages_in_order(tmp_path: Path) -> None:
     """Every stage once, in order: build (with BUILD_ARGS), train and evaluate, the engines and a vLLM training
-    run (after setting up .venv-vllm where it is missing), then the figures' steps; each stage's results copied."""
+    run (after setting up .venv-vllm where it is missing: the engines stage only), then the figures' steps; each
+    stage's results copied."""
     logs = tmp_path / "logs"
     commands = dry_run("gpu_check.sh", "all", str(logs), "grpo.max_steps=3", PYTHON=sys.executable,
                        BUILD_ARGS="sft.lm_steps=5 n_train_seeds=2")
@@ -162,7 +163,9 @@ def test_gpu_check_all_stages_in_order(tmp_path: Path) -> None:
         ["cp", "runs/eval-gpu-embedded/report.md", f"{logs}/"],
         ["cp", "runs/gpu-embedded-vllm/metrics.jsonl", f"{logs}/metrics_vllm.jsonl"]]
     missing = not (REPO / ".venv-vllm" / "bin" / "python").exists()
-    assert [c for c in commands if c[0] == "bash"] == [["bash", "launch/setup_vllm.sh"]] * (2 if missing else 0)
+    assert [c for c in commands if c[0] == "bash"] == [["bash", "launch/setup_vllm.sh"]] * (1 if missing else 0)
+    engines = [c for c in cli if c[:2] == ["bench", "engines"]][-1]  # the figures' bench: vLLM only where it is set up
+    assert engines[engines.index("--engines") + 1:engines.index("--episodes")] == ["hf"] + ([] if missing else ["vllm"])
     assert [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"] in commands
     assert not logs.exists()
 
