@@ -46,7 +46,7 @@ from replicalab.models import (
 from replicalab.models import (
     ScientistActionType as SA,
 )
-from replicalab.render import apply_suggestion, render_lab_manager, render_scientist
+from replicalab.dialogue import apply_suggestion, render_lab_manager, render_scientist
 from replicalab.scenario_records import Scenario, canonical_id
 from replicalab.scenarios import generate_scenario
 from replicalab.trusted import trusted

@@ -34,7 +34,7 @@ from replicalab.models import (
     ScientistObservation,
 )
 from replicalab.parsing import field_order, format_action
-from replicalab.render import render_protocol, suggestion_in
+from replicalab.dialogue import render_protocol, suggestion_in
 
 PromptObservation = Union[ScientistObservation, LabManagerObservation]
 Messages = list[dict[str, str]]

@@ -52,7 +52,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     from replicalab.env import ReplicaLabEnv
     from replicalab.episode import run_episode
     from replicalab.transcript import format_episode
-    from training.model.default import check_seat_models
+    from training.model.model_path import check_seat_models
 
     check_seat_models(args.scientist, args.lab_manager)  # before any model loads
     scientist = _agent("scientist", args.scientist, args.seed, args.template, args.difficulty, args.chat_template)
@@ -163,7 +163,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _check_eval_inputs(cfg) -> None:
     """Every ``model:`` agent is a usable model and ``out`` is a directory, before anything loads."""
     from training.errors import UserInputError
-    from training.model.default import check_seat_models
+    from training.model.model_path import check_seat_models
 
     check_seat_models(*cfg.agents, *cfg.lab_managers)
     out = Path(cfg.out).expanduser()

@@ -8,7 +8,7 @@ import re
 from replicalab.lab.answers import ALTERNATIVES_MARKER, ANSWERS_PREFIX
 from replicalab.lab.feasibility import UNUSABLE_REASONS
 from replicalab.models import ScientistObservation
-from replicalab.render import suggestion_in
+from replicalab.dialogue import suggestion_in
 from replicalab.scenario_records import CROSS_CHECK_MARKER, POWER_STATEMENT, PUBLISHED_MARKER
 
 _POWER = re.compile(re.escape(POWER_STATEMENT.split("{n}")[0]) + r"(\d+)")
@@ -75,7 +75,7 @@ def cross_check_method(obs: ScientistObservation) -> dict:
 
 
 def last_suggestion(obs: ScientistObservation) -> dict[str, str]:
-    """The fields the Lab Manager's latest turn suggested (``render.suggestion_in``), if it is the latest entry."""
+    """The fields the Lab Manager's latest turn suggested (``dialogue.suggestion_in``), if it is the latest entry."""
     history = obs.conversation_history
     if not history or history[-1].role != "lab_manager":
         return {}

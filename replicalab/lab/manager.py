@@ -27,7 +27,7 @@ from replicalab.lab.feasibility import Feasibility, FeasibilityReport
 from replicalab.lab.repair import repair_plan
 from replicalab.models import LabManagerAction, LabManagerObservation, Protocol
 from replicalab.models import LabManagerActionType as LA
-from replicalab.render import apply_suggestion
+from replicalab.dialogue import apply_suggestion
 from replicalab.scenario_records import Scenario, canonical_id
 from replicalab.trusted import trusted
 

@@ -178,7 +178,7 @@ def test_scientist_prompt_never_contains_lab_facts():
 
 def test_suggestions_read_back_from_the_rendered_message():
     from replicalab.models import LabManagerAction
-    from replicalab.render import render_lab_manager, suggestion_in
+    from replicalab.dialogue import render_lab_manager, suggestion_in
 
     flags = dict(budget_ok=False, equipment_ok=True, reagents_ok=True, schedule_ok=True, staff_ok=True)
     suggestion = LabManagerAction(

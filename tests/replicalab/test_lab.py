@@ -87,7 +87,7 @@ def test_manager_always_emits_valid_actions_and_useful_suggestions(template, dif
             assert (action.action_type.value == "accept") == report.ok
             assert action.feasible == report.ok
             if action.action_type.value == "suggest_alternative":
-                from replicalab.render import apply_suggestion
+                from replicalab.dialogue import apply_suggestion
 
                 after = check_feasibility(apply_suggestion(p, action), s)
                 assert after.ok or len(after.failed) < len(report.failed)

@@ -214,7 +214,7 @@ def _scientist_followups(scientist: str, template: str, difficulty: str, seeds: 
 def test_followup_states_what_the_lab_changed_right_before_the_reply(template: str) -> None:
     """Every Scientist follow-up ends with a plain statement of the Lab Manager's latest turn and then
     the reply instruction; a technique move is stated as such exactly when the suggestion moves it."""
-    from replicalab.render import suggestion_in
+    from replicalab.dialogue import suggestion_in
 
     for difficulty in ("medium", "hard"):
         for kind, text in _scientist_followups("reader+defender+asker", template, difficulty, range(30)):

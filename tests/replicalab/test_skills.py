@@ -10,7 +10,7 @@ from replicalab.judge.components import lab_manager_reward
 from replicalab.lab import ScriptedLabManager, check_feasibility
 from replicalab.models import LabManagerAction, ScientistAction
 from replicalab.seeds import VALIDATION_SEEDS
-from replicalab.skills import brute_force, lab_matrix, skill_table
+from replicalab.skill_values import brute_force, lab_matrix, skill_table
 
 SEEDS = VALIDATION_SEEDS[:100]  # what ``replicalab bench skills`` plays by default
 MIN_SKILL_VALUE = 0.5

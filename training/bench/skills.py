@@ -16,7 +16,7 @@ from replicalab.agents import SKILLS, skills_name
 from replicalab.lab import DEFAULT_LAB_POLICY, LAB_POLICIES
 from replicalab.scenarios import DIFFICULTIES, TEMPLATES
 from replicalab.seeds import VALIDATION_SEEDS
-from replicalab.skills import MATRIX_SCIENTISTS, ceilings, lab_matrix, skill_table
+from replicalab.skill_values import MATRIX_SCIENTISTS, ceilings, lab_matrix, skill_table
 from training.argtypes import positive_int
 
 DEFAULT_EPISODES = 100

@@ -67,7 +67,7 @@ def build_standin(shape: str, out: Path) -> dict[str, Any]:
 
 def object_store_bytes(state: dict[str, Any]) -> int:
     """Bytes the object-store path puts per sync: float32 arrays, tied ones once."""
-    from training.rollout.buckets import plan_layout
+    from training.rollout.sync_wire import plan_layout
     from training.rollout.collective_sync import MIB
 
     return sum(e.nbytes // state[e.name].element_size() * 4 for e in plan_layout(state, MIB).entries)
@@ -77,7 +77,7 @@ def _matches(held: dict[str, tuple[str, str]], state: dict[str, Any]) -> bool:
     """A worker's digests (``state_digests``) equal those of the learner's tensors in the worker's dtypes."""
     import torch
 
-    from training.rollout.buckets import tensor_digest
+    from training.rollout.sync_wire import tensor_digest
 
     return set(held) == set(state) and all(
         tensor_digest(state[k].to(getattr(torch, dtype))) == digest for k, (dtype, digest) in held.items())

@@ -5,7 +5,7 @@
 rollout worker's GPU share, CPUs and model copies, and the estimated memory on every GPU
 (``training.cluster.memory``).  A layout that cannot work -- more GPU shares than GPUs, a worker Ray
 could not place under the strategy, too few CPUs, a GPU whose estimate exceeds its memory -- raises
-``UserInputError`` with one line that names the arithmetic and a fix.  ``training.cluster.render.render_plan``
+``UserInputError`` with one line that names the arithmetic and a fix.  ``training.cluster.plan_table.render_plan``
 is the pre-flight table; ``replicalab preflight --config FILE [KEY=VALUE ...]`` prints it
 (``training.cluster.preflight``: the model's size from its config.json, the cluster from Ray or by hand), and
 ``training.cluster.placement_group.make_placement_group`` reserves the plan in Ray.

@@ -19,7 +19,7 @@ from training.cluster.launcher import launched_fsdp
 from training.cluster.memory import read_model_shape
 from training.cluster.plan import PlacementPlan, plan_placement
 from training.cluster.ray_session import connect
-from training.cluster.render import render_plan
+from training.cluster.plan_table import render_plan
 from training.cluster.resources import ClusterResources
 from training.config.placement import AUTO
 from training.config.train import TrainConfig

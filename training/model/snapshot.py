@@ -23,7 +23,8 @@ from typing import Iterable
 
 from replicalab.seats import DEFAULT_MODEL, MODEL_PREFIX
 from training.errors import UserInputError
-from training.model.default import check_files, check_model_path, looks_local, resolve_default_model
+from training.model.default import resolve_default_model
+from training.model.model_path import check_files, check_model_path, looks_local
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``validate_model(name, chat_template=...)`` checks, before anything runs, that a model can be played: the
 name resolves to a local directory (``training.model.snapshot.local_model_dir``: the rules of
-``training.model.default.check_model_path``, the default model built on first use, a hub id downloaded once or
+``training.model.model_path.check_model_path``, the default model built on first use, a hub id downloaded once or
 read from the cache), the tokenizer loads, and a chat template exists (the
 tokenizer's own, else the given one) and renders an append-only chat.  Any failure is a one-line
 ``UserInputError``.

@@ -2,7 +2,7 @@
 
 The driver (the learner's main process) is rank 0 of a weight-sync group with every Ray rollout worker
 (``training.rollout.sync_group``).  Each ``set_weights`` lays the payload out in buckets
-(``training.rollout.buckets``: the model's dtype, tied tensors once, a LoRA run's adapter only), starts
+(``training.rollout.sync_wire``: the model's dtype, tied tensors once, a LoRA run's adapter only), starts
 ``receive_weights`` on every worker and broadcasts the buckets; every worker loads its policy as the tensors
 arrive (``load_stream``: in place for the hf engine, vLLM's ``reload_weights`` for vllm).  Frozen snapshots
 are not members of anything here: they only ever load what ``set_snapshots`` gives them.
@@ -19,7 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:  # torch is imported when a sync runs: the driver imports this module cheaply
-    from training.rollout.buckets import WeightLayout
+    from training.rollout.sync_wire import WeightLayout
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class CollectiveSync:
     def push(self, workers: Sequence[Any], state: Mapping[str, Any], version: int) -> tuple[dict[Any, int], bool]:
         """Start ``receive_weights`` on every worker and broadcast ``state``'s buckets.  Returns the receive
         calls (ref -> slot) and whether the broadcast itself went through (if not, the group is dropped)."""
-        from training.rollout.buckets import as_tensor, plan_layout
+        from training.rollout.sync_wire import as_tensor, plan_layout
         from training.rollout.sync_group import bucket_device, send_weights
 
         layout = plan_layout(state, self.bucket_bytes)

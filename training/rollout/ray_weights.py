@@ -56,7 +56,7 @@ class WorkerWeights:
         """The current weights in the object store (float32 numpy arrays, tied ones once), put on first need."""
         import ray
 
-        from training.rollout.buckets import numpy_payload
+        from training.rollout.sync_wire import numpy_payload
 
         if self._state_ref is None:
             self._state_ref = ray.put(numpy_payload(self._state or {}, tied_once=True))

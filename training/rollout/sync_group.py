@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping, Optional
 import torch
 import torch.distributed as dist
 
-from training.rollout.buckets import Unpacker, WeightLayout, fill_bucket
+from training.rollout.sync_wire import Unpacker, WeightLayout, fill_bucket
 
 #: The collective backends a weight-sync group can use.
 SYNC_BACKENDS = ("gloo", "nccl")

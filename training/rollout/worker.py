@@ -99,7 +99,7 @@ class RolloutWorkerImpl:
     def state_digests(self) -> dict[str, tuple[str, str]]:
         """name -> (dtype, SHA-256 of the bytes) of every policy tensor (``tensor_digest``): a bitwise check of a
         large model without shipping it back."""
-        from training.rollout.buckets import tensor_digest
+        from training.rollout.sync_wire import tensor_digest
 
         return {k: (str(v.dtype).removeprefix("torch."), tensor_digest(v))
                 for k, v in self.policy.model.state_dict().items()}

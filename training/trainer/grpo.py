@@ -34,7 +34,7 @@ from training.config.lora import LoraConfig
 from training.model.trainer_args import common_trainer_args
 from training.tracking import RunLogger
 from training.trainer.advantages import RoleBaseline
-from training.trainer.ahead import SaveAheadCallback
+from training.trainer.rollouts_ahead import SaveAheadCallback
 from training.trainer.grad_guard import NonFiniteGradGuard
 from training.trainer.grpo_trainer import ReplicaLabGRPOTrainer
 from training.trainer.logger_callback import LoggerCallback

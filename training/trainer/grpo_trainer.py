@@ -11,7 +11,7 @@ With ``grpo.rollout_correction_clip`` each model token's term of the loss is rew
 importance weight ``min(clip, exp(trainer - rollout log-prob))`` (per-token advantages, which TRL's loss
 accepts; ``rollout_correction/mean`` over model tokens and the share clipped, ``rollout_correction/clipped``):
 about 1 for an exact engine on-policy, the correction of a batch played with older weights
-(``rollout.max_staleness``, ``training.trainer.ahead``) or by an engine that drifts.
+(``rollout.max_staleness``, ``training.trainer.rollouts_ahead``) or by an engine that drifts.
 The arithmetic is ``training.trainer.grpo_maths``.
 """
 

@@ -23,7 +23,7 @@ from transformers import TrainerCallback
 
 from replicalab.seats import ROLES, other_role
 from training.config.pool import SNAPSHOT, PoolMember, SnapshotConfig
-from training.rollout.buckets import numpy_payload
+from training.rollout.sync_wire import numpy_payload
 from training.rollout.contract import SNAPSHOT_PREFIX
 from training.rollout.records import EpisodeJob
 from training.trainer.checkpoints import CHECKPOINT_PREFIX

@@ -22,7 +22,7 @@ from training.rollout.branch import BranchCollector, branch_metrics
 from training.rollout.contract import Backend
 from training.rollout.records import EpisodeJob, RolloutRecord
 from training.tracking import RunLogger
-from training.trainer.ahead import RolloutsAhead, check_staleness, staleness_metrics
+from training.trainer.rollouts_ahead import RolloutsAhead, check_staleness, staleness_metrics
 from training.trainer.distributed import gather_to_main, scatter_from_main
 from training.trainer.pool import OpponentPool
 from training.trainer.weights import payload_bytes, trainer_weights
@@ -58,7 +58,8 @@ class EpisodeRollouts:
             backend, other_share=branch.other_share, reply_only=branch.tokens == "reply",
             reply_temperature=branch.temperature)
         self.num_generations, self.seed, self.max_staleness = num_generations, seed, max_staleness
-        # rollout.max_staleness=1: the next step's batch in flight (training.trainer.ahead; keys: the rows' prompts)
+        # rollout.max_staleness=1: the next step's batch in flight (training.trainer.rollouts_ahead; keys: the rows'
+        # prompts)
         self.ahead = RolloutsAhead(keys) if max_staleness > 0 else None
         self.episodes_played = 0
         self.last_timing: dict[str, float] = {}  # the last step's weight sync and rollout times

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 import torch
 
 from training.config.lora import LoraConfig
-from training.rollout.buckets import plan_layout
+from training.rollout.sync_wire import plan_layout
 from training.rollout.collective_sync import MIB
 
 

@@ -16,7 +16,7 @@ from training.cli import main
 from training.cluster.memory import GIB, LORA_TRAINABLE_FRACTION, ModelShape, read_model_shape
 from training.cluster.plan import PlacementPlan, plan_placement
 from training.cluster.preflight import preflight
-from training.cluster.render import render_plan
+from training.cluster.plan_table import render_plan
 from training.cluster.resources import ClusterResources, NodeResources
 from training.config.placement import PlacementConfig
 from training.config.train import TrainConfig, load_train_config

@@ -6,7 +6,7 @@ import pytest
 
 from training.cluster.memory import ADAM_STATE_BYTES, GIB, LORA_TRAINABLE_FRACTION
 from training.cluster.plan import plan_placement
-from training.cluster.render import render_plan
+from training.cluster.plan_table import render_plan
 from training.cluster.resources import ClusterResources
 from training.config.train import load_train_config
 from training.errors import UserInputError

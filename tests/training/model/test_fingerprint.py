@@ -14,7 +14,8 @@ from tiny_recipe import TINY_RECIPE
 import replicalab.prompts
 from training.config.model import DefaultModelConfig
 from training.model.card import BUILD_INFO_FILE
-from training.model.default import REPO_ROOT, build_default_model, check_files, resolve_default_model
+from training.model.default import REPO_ROOT, build_default_model, resolve_default_model
+from training.model.model_path import check_files
 from training.model.fingerprint import _transcripts, model_fingerprint, recipe_config
 
 COMMITTED = REPO_ROOT / "artifacts" / "default-model"

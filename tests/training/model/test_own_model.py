@@ -62,7 +62,7 @@ def test_directories_that_are_not_models(tmp_path):
 def test_one_rule_set_for_model_paths(tmp_path, monkeypatch):
     """The cheap pre-start check, the seat check and the load-time validation refuse the same paths with the
     same one line (there is one implementation)."""
-    from training.model.default import check_model_path, check_seat_models
+    from training.model.model_path import check_model_path, check_seat_models
     from training.model.validate import validate_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -35,7 +35,7 @@ def _member(rank: int, model_dir: str, port: int, out: str) -> None:
     """One process of test (a): rank 0 sends the learner's bf16 weights, rank 1 loads them into a bf16 policy."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training.rollout.buckets import plan_layout
+    from training.rollout.sync_wire import plan_layout
     from training.rollout.policy import PolicyModel
     from training.rollout.sync_group import GroupAddress, join_group, receive_weights, send_weights
 
@@ -96,7 +96,7 @@ def test_learner_to_ray_worker_bitwise_and_snapshots_stay_frozen(one_worker, pol
     import ray
 
     from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS
-    from training.rollout.buckets import numpy_payload
+    from training.rollout.sync_wire import numpy_payload
     from training.rollout.records import EpisodeJob
 
     backend, worker = one_worker, one_worker.workers[0]

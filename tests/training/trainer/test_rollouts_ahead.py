@@ -30,7 +30,7 @@ def test_the_rollout_correction_weighs_each_model_token_by_its_truncated_ratio()
 
 
 def test_the_next_prompts_move_on_by_the_steps_groups():
-    from training.trainer.ahead import RolloutsAhead
+    from training.trainer.rollouts_ahead import RolloutsAhead
 
     ahead = RolloutsAhead([f"row{i}" for i in range(6)])
     assert ahead.next_prompts(["row0", "row0", "row1", "row1"]) == ["row2", "row2", "row3", "row3"]
@@ -44,7 +44,7 @@ def test_records_older_than_the_bound_are_refused():
     from replicalab.env import ReplicaLabEnv
     from replicalab.episode import run_episode
     from training.rollout.records import EpisodeJob, RolloutRecord
-    from training.trainer.ahead import check_staleness, staleness_metrics
+    from training.trainer.rollouts_ahead import check_staleness, staleness_metrics
 
     job = EpisodeJob(job_id=0, seed=1, template="cell_biology", difficulty="easy", role="scientist")
     log = run_episode(ReplicaLabEnv(max_rounds=1), NaiveScientist(), seed=1, template="cell_biology",
@@ -124,7 +124,7 @@ def test_a_staleness_one_run_overlaps_play_and_learning_within_the_bound(ray_clu
 @pytest.mark.parametrize("group_by", ["episode", "turn"])
 def test_a_staleness_one_run_resumes_exactly(ray_cluster, policy_wide_model_dir: Path, tmp_path: Path, group_by: str):
     from training.config.train import load_train_config
-    from training.trainer.ahead import AHEAD_FILE
+    from training.trainer.rollouts_ahead import AHEAD_FILE
     from training.trainer.run import run_train
 
     def config(where: str):

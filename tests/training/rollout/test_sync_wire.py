@@ -1,4 +1,4 @@
-"""The weight-sync wire format (``training.rollout.buckets``): a payload laid out in buckets and unpacked again
+"""The weight-sync wire format (``training.rollout.sync_wire``): a payload laid out in buckets and unpacked again
 comes back bit for bit in its own dtype; tied tensors travel once; engines load the stream in place."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.rollout.buckets import ALIGN_BYTES, Unpacker, fill_bucket, numpy_payload, plan_layout
+from training.rollout.sync_wire import ALIGN_BYTES, Unpacker, fill_bucket, numpy_payload, plan_layout
 
 
 def _payload() -> dict:
