@@ -253,3 +253,16 @@ def test_a_run_that_stopped_before_it_started_can_be_started_again(tmp_path: Pat
     (cfg.run_dir / "metrics.jsonl").write_text("{}\n")  # a run that got going is never overwritten
     with pytest.raises(UserInputError, match="pass --resume"):
         check_run_dir(cfg, resume=False)
+
+
+def test_a_reader_that_leaves_early_is_not_a_failure(capsys: pytest.CaptureFixture) -> None:
+    """``replicalab ... | head -1``: output into a pipe whose reader is gone ends the command quietly, status 0."""
+    from contextlib import redirect_stdout
+
+    from training.cli import main
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has left
+    with open(write, "w", buffering=1) as out, redirect_stdout(out):  # line-buffered: the first line meets the pipe
+        assert main(["play", "--seed", "7"]) == 0
+    assert capsys.readouterr().err == ""

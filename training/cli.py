@@ -353,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse(build_parser(), argv)
         command = args.command
         return args.func(args)
+    except BrokenPipeError:  # the reader left (`| head`): nothing more to say, and not a failure
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return 0
     except KeyboardInterrupt:
         if debug:
             raise
