@@ -188,6 +188,7 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # 85 command-line processes (about 22 s on 2 cores): CI's tier, not the edit loop's
 @pytest.mark.parametrize("argv, fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line(outcomes: dict[str, tuple], request: pytest.FixtureRequest, argv: list[str],
                                fragment: str) -> None:

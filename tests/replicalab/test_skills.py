@@ -22,6 +22,7 @@ def table():
     return skill_table(SEEDS)
 
 
+@pytest.mark.slow  # plays the skill table's validation episodes (about 7 s)
 @pytest.mark.parametrize("skill", SKILLS)
 def test_each_skill_is_worth_half_a_point_alone_and_added_last(table, skill):
     assert table["alone"][skill].mean >= MIN_SKILL_VALUE, table["alone"][skill]
@@ -29,6 +30,7 @@ def test_each_skill_is_worth_half_a_point_alone_and_added_last(table, skill):
     assert table["alone"][skill].low > 0 and table["last"][skill].low > 0
 
 
+@pytest.mark.slow  # the same table
 def test_the_skilled_scientist_stays_well_above_naive(table):
     assert table["means"]["naive"].mean <= table["means"][skills_name(SKILLS)].mean - 3.0
 

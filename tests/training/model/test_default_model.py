@@ -240,6 +240,7 @@ def test_decision_turns_are_the_skill_chances_answered_both_ways() -> None:
     assert {c.turn for c in skill_chances(log)} and max(c.turn for c in skill_chances(log)) < len(examples)
 
 
+@pytest.mark.slow  # records the transcripts of many episodes (about 7 s)
 def test_transcript_scientists_decide_per_chance_independently_of_the_history() -> None:
     """Every episode trains both seats; each skill is used at about ``skill_rate`` of its chances, and whether a
     chance is used does not depend on whether the Scientist used a skill earlier in the episode (a coin per

@@ -54,6 +54,7 @@ def test_sampling_config_rejects_unknown_keys() -> None:
         SamplingConfig(temperature=0.0)
 
 
+@pytest.mark.slow  # loads a checkpoint in a fresh offline process (about 6 s)
 def test_checkpoint_loads_offline_with_auto_classes(policy_tiny_model_dir: Path) -> None:
     code = (
         "import os; assert os.environ['HF_HUB_OFFLINE'] == '1'\n"
