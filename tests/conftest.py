@@ -173,3 +173,25 @@ def policy_coin_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from coin_model import build_coin_model
 
     return build_coin_model(tmp_path_factory.mktemp("policy-coin-model"), _policy_texts())
+
+
+#: What enable_full_determinism sets for the process; restored after the test.
+DETERMINISM_ENV = ("CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "ASCEND_LAUNCH_BLOCKING", "HCCL_DETERMINISTIC",
+                   "FLASH_ATTENTION_DETERMINISTIC")
+
+
+@pytest.fixture
+def process_determinism(monkeypatch):
+    """Leave the process as it was after a ``deterministic: true`` run: the environment and torch's flags."""
+    import torch
+
+    for name in DETERMINISM_ENV:
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], before[2]

@@ -66,9 +66,9 @@ def weights(run_dir: Path) -> dict:
     return load_file(str(run_dir / "final" / "model.safetensors"))
 
 
-def resume_cut_run(whole: Path, part_cfg, last_step: int) -> None:
+def resume_from_cut(whole: Path, part_cfg, last_step: int) -> None:
     """Copy the finished run ``whole`` to ``part_cfg.run_dir`` without its final weights and last checkpoint,
-    resume it, and check it resumed from the checkpoint before and logged what the whole run logged."""
+    resume it, and check it resumed from the checkpoint before."""
     import shutil
 
     from training.trainer.run import run_train
@@ -77,6 +77,11 @@ def resume_cut_run(whole: Path, part_cfg, last_step: int) -> None:
     shutil.rmtree(part_cfg.run_dir / "final")
     shutil.rmtree(part_cfg.run_dir / "checkpoints" / f"checkpoint-{last_step}")
     assert run_train(part_cfg, resume=True)["resumed_from"].endswith(f"checkpoint-{last_step - 1}")
+
+
+def resume_cut_run(whole: Path, part_cfg, last_step: int) -> None:
+    """``resume_from_cut``, then check the resumed run logged what the whole run logged."""
+    resume_from_cut(whole, part_cfg, last_step)
     for name in ("metrics.jsonl", "episodes.jsonl"):
         got, want = comparable_rows(part_cfg.run_dir / name), comparable_rows(whole / name)
         assert got == want, f"{name}: {first_difference(got, want)}"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 from coin_model import COIN_OVERRIDES
-from resume_runs import RESUME_TINY, TRAIN_CFG, comparable_rows, weights
+from resume_runs import (RESUME_TINY, TRAIN_CFG, assert_same_run, comparable_rows, resume_cut_run, resume_from_cut,
+                         weights)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -52,16 +53,9 @@ def test_grpo_on_cuda_changes_every_trained_weight_and_keeps_them_finite(cuda_ru
 
 
 def test_a_cuda_run_resumes_from_its_checkpoint(cuda_run, tmp_path):
-    import shutil
-
-    from training.trainer.run import run_train
-
     cfg, _ = cuda_run
     part = _cfg(Path(cfg.model), tmp_path, "cuda")
-    shutil.copytree(cfg.run_dir, part.run_dir)
-    shutil.rmtree(part.run_dir / "final")
-    shutil.rmtree(part.run_dir / "checkpoints" / "checkpoint-3")
-    assert run_train(part, resume=True)["resumed_from"].endswith("checkpoint-2")
+    resume_from_cut(cfg.run_dir, part, 3)
     got, want = (comparable_rows(run / "metrics.jsonl") for run in (part.run_dir, cfg.run_dir))
     rewards = [(r["step"], r["reward/mean"]) for r in want if "reward/mean" in r]
     resumed = [(r["step"], r["reward/mean"]) for r in got if "reward/mean" in r]
@@ -70,10 +64,8 @@ def test_a_cuda_run_resumes_from_its_checkpoint(cuda_run, tmp_path):
         assert a == pytest.approx(b, rel=RESUME_RTOL, abs=RESUME_RTOL)
 
 
-def test_a_deterministic_cuda_run_resumes_bitwise(policy_coin_model_dir, tmp_path):
-    """``deterministic: true``: the resumed run logs what the whole run logged and ends with the same weights.
-    The last test of this module that trains: the flag stays on for the rest of the process."""
-    from resume_runs import assert_same_run, resume_cut_run
+def test_a_deterministic_cuda_run_resumes_bitwise(policy_coin_model_dir, tmp_path, process_determinism):
+    """``deterministic: true``: the resumed run logs what the whole run logged and ends with the same weights."""
     from training.trainer.run import run_train
 
     whole = _cfg(policy_coin_model_dir, tmp_path / "whole", "det", "deterministic=true")
