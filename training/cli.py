@@ -275,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--agent", action="append", type=_seat("scientist"),
                     help="the Scientist to evaluate (repeatable): " + ", ".join(seat_choices("scientist")))
     ev.add_argument("--lab-manager", action="append", type=_seat("lab_manager"),
-                    help="a Lab Manager every agent plays against (repeatable; several give the cross-play matrix): "
+                    help="a Lab Manager every agent plays against (repeatable; several give the cross-play matrix "
+                         "and a Lab Manager league): "
                          + ", ".join(seat_choices("lab_manager")))
     ev.add_argument("--split", choices=("validation", "test", "train"), default=None,
                     help="seed split played (default test: the final report; validation: what selection uses)")

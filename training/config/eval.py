@@ -49,7 +49,8 @@ class EvalConfig(BaseModel):
     lab_managers: list[str] = Field(default_factory=lambda: ["scripted"], description=(
         "The Lab Manager seats every agent plays against, each once: scripted (scripted:thrifty), "
         "scripted:cooperative, scripted:thrifty or model:DIR. The first is the one of the per-cell report; "
-        "with several, report.json, report.md and cross_play.png add the cross-play matrix of every pairing."))
+        "with several, report.json, report.md and cross_play.png add the cross-play matrix of every pairing. "
+        "Each role with two seats or more gets a league table (league.png)."))
     split: Literal["validation", "test", "train"] = Field(default="test", description=(
         "Seed split played: test (TEST_SEEDS, never trained on or selected with; the final report), "
         "validation (VALIDATION_SEEDS, what selection uses) or train (TRAIN_SEEDS)."))

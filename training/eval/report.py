@@ -1,10 +1,13 @@
 """The evaluation report as markdown tables and PNG plots: each plot is built by a ``*_figure`` function (a
-matplotlib ``Figure``, no pyplot state) and saved by ``plot_report``."""
+matplotlib ``Figure``, no pyplot state) and saved by ``plot_report``.  The league and exploitability tables and
+``league.png`` are in ``report_league.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from training.eval.report_league import exploitability_lines, league_lines, plot_league
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,7 +50,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         row = [f"{a['by_cell'][cell]['mean_reward']:.2f} {_fmt(a['by_cell'][cell]['ci95'])}"
                for a in report["agents"].values()]
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
-    return "\n".join(lines + _skill_lines(report) + _cross_play_lines(report)) + "\n"
+    return "\n".join(lines + _skill_lines(report) + _cross_play_lines(report) + league_lines(report)
+                     + exploitability_lines(report)) + "\n"
 
 
 def _skill_lines(report: dict[str, Any]) -> list[str]:
@@ -156,8 +160,10 @@ def components_figure(report: dict[str, Any]) -> Figure:
 
 
 def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
-    """``reward_by_cell.png``, ``components.png`` and ``cross_play.png`` under ``out``."""
+    """``reward_by_cell.png``, ``components.png``, ``cross_play.png`` and (with a league) ``league.png`` under
+    ``out``."""
     paths = [out / "reward_by_cell.png", out / "components.png"]
     reward_by_cell_figure(report).savefig(paths[0], dpi=120)
     components_figure(report).savefig(paths[1], dpi=120)
-    return paths + [plot_cross_play(report, out)]
+    paths.append(plot_cross_play(report, out))
+    return paths + ([plot_league(report, out)] if report.get("league") else [])

@@ -3,10 +3,12 @@
 The only code that plays ``TEST_SEEDS`` (split ``test``, the default).  Writes ``report.json`` (per agent
 an ``overall`` block and a ``by_cell`` block keyed ``template/difficulty`` against the first Lab Manager;
 ``cross_play``, every (Lab Manager, agent) pairing's rewards of both roles with 95% intervals and its agreement
-rate; the split, its seed range and the seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's
-``METRIC_PREFIXES`` entry: ``test/``, ``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots
-(``cross_play.png``: the matrix as heatmaps), and logs the report to W&B.  Every pairing plays the same seeds,
-so comparisons are paired.
+rate; ``league``, each role's Bradley-Terry ratings when it has two seats or more (``training.eval.league``);
+``exploitability``, each non-scripted seat's best scripted response and margin over the role's scripted default
+(``training.eval.exploitability``); the split, its seed range and the seeds; logged metrics are keyed
+``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry: ``test/``, ``val/``, ``train/``), ``report.md``
+(the same as tables) and PNG plots (``cross_play.png``: the matrix as heatmaps; ``league.png``: the ratings), and
+logs the report to W&B.  Every pairing plays the same seeds, so comparisons are paired.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from replicalab.models import EpisodeLog
 from replicalab.seats import MODEL, parse_seat
 from replicalab.seeds import METRIC_PREFIXES
 from training.config.eval import EvalConfig
+from training.eval.exploitability import exploitability
+from training.eval.league import league_tables
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs
 
@@ -107,7 +111,8 @@ def pairing(logs: Sequence[EpisodeLog], samples: int) -> dict[str, Any]:
 
 def build_report(cfg: EvalConfig, played: dict[tuple[str, str], list[EpisodeLog]]) -> dict[str, Any]:
     """The report of every (Lab Manager, agent) pairing played; the per-cell blocks are against the first Lab
-    Manager."""
+    Manager.  ``league`` and ``exploitability`` are there when they have something to rate (the oracle reference,
+    unless it is an agent, is not rated)."""
     primary = cfg.lab_managers[0]
     oracle = played[primary, ORACLE]
     report: dict[str, Any] = {"split": cfg.split, "seed_range": cfg.seed_range, "seeds": cfg.seeds,
@@ -127,6 +132,10 @@ def build_report(cfg: EvalConfig, played: dict[tuple[str, str], list[EpisodeLog]
             by_cell[f"{t}/{d}"] = block(mine, ref, cfg.bootstrap_samples)
         overall = block(logs, statistics.fmean(log.total_reward for log in oracle), cfg.bootstrap_samples)
         report["agents"][spec] = {"overall": overall, "by_cell": by_cell}
+    rated = {key: logs for key, logs in played.items() if key[1] != ORACLE or ORACLE in cfg.agents}
+    tables = {"league": league_tables(rated, cfg.bootstrap_samples),
+              "exploitability": exploitability(rated, cfg.bootstrap_samples)}
+    report.update({name: table for name, table in tables.items() if table})
     return report
 
 

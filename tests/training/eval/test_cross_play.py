@@ -1,5 +1,5 @@
-"""``replicalab eval`` with several Lab Manager seats: the cross-play matrix (scripted seats, no model, no Ray), and
-the report's figures drawing what the report holds."""
+"""``replicalab eval`` with several Lab Manager seats: the cross-play matrix and the league (scripted seats, no model,
+no Ray), and the report's figures drawing what the report holds."""
 
 import json
 
@@ -56,6 +56,23 @@ def test_every_pairing_plays_the_same_seeds_and_reports_both_roles(evaluated):
     assert thrifty[AGENTS[1]]["lab_manager"]["mean"] < cooperative[AGENTS[1]]["lab_manager"]["mean"]
     md = (out / "report.md").read_text()
     assert "## Cross-play" in md and f"| {AGENTS[1]} | {LABS[1]} |" in md
+
+
+def test_the_real_run_rates_both_roles_in_a_league(evaluated):
+    """report.json's league: both roles (two seats each; the oracle reference is not an agent, so not rated), every
+    seat compared with its rival on each episode against each opponent; league.png beside the other plots; no
+    exploitability without a non-scripted seat."""
+    report, out = evaluated
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["league"] == report["league"] and list(saved["league"]) == ["scientist", "lab_manager"]
+    for role, seats in (("scientist", AGENTS), ("lab_manager", LABS)):
+        rows = saved["league"][role]
+        assert sorted(r["seat"] for r in rows) == sorted(seats)
+        assert all(r["comparisons"] == 2 * 4 * 9 for r in rows)  # two opponents x 36 episodes
+        assert sum(r["win_share"] for r in rows) == pytest.approx(1.0)
+        assert rows[0]["rating"] >= rows[1]["rating"]
+    assert "exploitability" not in saved
+    assert (out / "league.png").is_file() and "## League" in (out / "report.md").read_text()
 
 
 def test_the_cross_play_figure_is_the_matrix(evaluated):

@@ -1,0 +1,92 @@
+"""The league and exploitability parts of the evaluation report: markdown tables and ``league.png``
+(definitions: ``training.eval.league``, ``training.eval.exploitability``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from training.eval.league import MEAN_RATING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: How each role is named in tables and plots.
+ROLE_TITLES = {"scientist": "Scientist", "lab_manager": "Lab Manager"}
+LEAGUE_COLUMNS = ("seat", "rating", "95% interval", "comparisons", "win share")
+EXPLOITABILITY_COLUMNS = ("role", "seat", "best scripted response", "its reward", "seat's reward", "reference",
+                          "margin over reference")
+#: The x-axis label of every panel of ``league.png``.
+RATING_LABEL = "rating (Elo scale, 95% CI)"
+
+
+def _interval(ci: list[float], digits: int) -> str:
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _mean_ci(block: dict[str, Any] | None) -> str:
+    return "n/a" if block is None else f"{block['mean']:.2f} {_interval(block['ci95'], 2)}"
+
+
+def league_lines(report: dict[str, Any]) -> list[str]:
+    """One table per role of the league (none without a league)."""
+    tables = report.get("league")
+    if not tables:
+        return []
+    lines = ["", f"## League: Bradley-Terry ratings on the Elo scale (mean {MEAN_RATING:.0f}), seats compared on the "
+             "same episode against the same opponent by their own reward; 95% bootstrap intervals over episodes"]
+    for role, rows in tables.items():
+        lines += ["", f"### {ROLE_TITLES[role]}", "", "| " + " | ".join(LEAGUE_COLUMNS) + " |",
+                  "|---" * len(LEAGUE_COLUMNS) + "|"]
+        for r in rows:
+            share = "n/a" if r["win_share"] is None else f"{r['win_share']:.3f}"
+            lines.append(f"| {r['seat']} | {r['rating']:.0f} | {_interval(r['ci95'], 0)} | {r['comparisons']} | "
+                         f"{share} |")
+    return lines
+
+
+def exploitability_lines(report: dict[str, Any]) -> list[str]:
+    """The exploitability table: one row per non-scripted seat that faced a scripted opponent (none without)."""
+    tables = report.get("exploitability")
+    if not tables:
+        return []
+    lines = ["", "## Exploitability: the scripted opponent that earns most against each non-scripted seat, and its "
+             "margin over the same opponent against the role's scripted default (95% bootstrap intervals, paired "
+             "by episode)", "", "| " + " | ".join(EXPLOITABILITY_COLUMNS) + " |",
+             "|---" * len(EXPLOITABILITY_COLUMNS) + "|"]
+    for role, rows in tables.items():
+        for r in rows:
+            lines.append(f"| {ROLE_TITLES[role]} | {r['seat']} | {r['best_response']} | "
+                         f"{_mean_ci(r['opponent_reward'])} | {_mean_ci(r['seat_reward'])} | "
+                         f"{r['reference'] or 'n/a'} | {_mean_ci(r['margin'])} |")
+    return lines
+
+
+def league_figure(report: dict[str, Any]) -> Figure:
+    """One panel per role: each seat's rating as a point with its interval's whiskers, the best at the top, and a
+    line at the mean rating."""
+    from matplotlib.figure import Figure
+
+    tables = report["league"]
+    tallest = max(len(rows) for rows in tables.values())
+    fig = Figure(figsize=(5.5 * len(tables), 1.5 + 0.45 * tallest))
+    axes = fig.subplots(1, len(tables), squeeze=False)
+    for ax, (role, rows) in zip(axes[0], tables.items()):
+        ratings = [r["rating"] for r in rows]
+        whiskers = [[r["rating"] - r["ci95"][0] for r in rows], [r["ci95"][1] - r["rating"] for r in rows]]
+        ax.errorbar(ratings, range(len(rows)), xerr=whiskers, fmt="o", capsize=3, label="rating")
+        ax.axvline(MEAN_RATING, color="grey", linewidth=0.5, linestyle="--")
+        ax.set_yticks(range(len(rows)), [r["seat"] for r in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel(RATING_LABEL)
+        ax.set_title(f"{ROLE_TITLES[role]} league")
+    fig.suptitle(f"League on {report['split']} seeds ({report['seed_range']})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_league(report: dict[str, Any], out: Path) -> Path:
+    """``league.png``: ``league_figure`` saved under ``out``."""
+    path = out / "league.png"
+    league_figure(report).savefig(path, dpi=120)
+    return path
