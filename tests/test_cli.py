@@ -92,6 +92,10 @@ BENCH_OPTIONS = {
     "policy": (["--model", "m", "--seeds", "2", "--samples", "4", "--temperature", "0.7", "--lab", "cooperative"],
                dict(model="m", seeds=2, samples=4, temperature=0.7, lab="cooperative"),
                dict(model=None, seeds=10, samples=8, temperature=1.0, lab="thrifty")),
+    "lab-manager": (["--model", "m", "--seeds", "2", "--samples", "3", "--temperature", "0.5", "--scientist",
+                     "scripted:reader"],
+                    dict(model="m", seeds=2, samples=3, temperature=0.5, scientist=["scripted:reader"]),
+                    dict(model=None, seeds=5, samples=2, temperature=1.0, scientist=None)),
     "sync": (["--shape", "tiny", "--syncs", "2", "--bucket-mib", "16", "--workers", "2"],
              dict(shape="tiny", syncs=2, bucket_mib=16, workers=2), dict(shape="0.5b", syncs=3, bucket_mib=256, workers=1)),
 }
@@ -155,6 +159,63 @@ def test_bench_policy_measures_a_model_next_to_the_scripted_scientists(capsys, p
     found = re.findall(r"^  \w+ +([0-9.]+) \| ([0-9.]+|-) over", out, re.M)
     probs = [float(v) for pair in found for v in pair if v != "-"]
     assert probs and all(0.0 <= p <= 1.0 for p in probs) and "naive Scientist's chats" in out
+
+
+@pytest.mark.slow
+def test_bench_lab_manager_measures_the_seat_against_each_scientist(capsys, policy_wide_model_dir):
+    """One row per Scientist with the seat's rates as shares in [0, 1] (true flags never above parsed, valid never
+    above true flags) and the scripted Lab Managers' rewards on the same episodes; then the target line."""
+    assert main(["bench", "lab-manager", "--model", str(policy_wide_model_dir), "--seeds", "1", "--samples", "1",
+                 "--scientist", "scripted:naive", "--scientist", "scripted:asker"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| scripted:")]
+    assert [r[0] for r in rows] == ["| scripted:naive", "| scripted:asker"]
+    for row in rows:
+        parsed, true_flags, valid = map(float, row[2:5])
+        assert 0.0 <= valid <= true_flags <= parsed <= 1.0
+    assert "(target 0.95: " in out
+
+
+def test_bench_lab_manager_refuses_a_seat_that_is_not_a_scripted_scientist(capsys):
+    for seat in ("scripted:thrifty", "model:m", "policy"):
+        assert main(["bench", "lab-manager", "--scientist", seat]) == 2
+        assert "--scientist" in capsys.readouterr().err
+
+
+def test_lab_manager_turns_are_counted_by_what_went_wrong():
+    """A reply that does not parse counts as a turn only; a parsed one with a flag that is not the truth as parsed
+    but not true; a valid one in its move's column."""
+    from replicalab import ReplicaLabEnv, run_episode
+    from replicalab.agents import NaiveScientist
+    from replicalab.lab import ScriptedLabManager
+    from replicalab.models import InvalidAction, LabManagerAction
+    from training.bench.lab_manager import turn_counts
+
+    env = ReplicaLabEnv()
+    env.reset(5, "cell_biology", "hard")
+    honest = ScriptedLabManager(env.scenario, "thrifty", env.feasibility)
+    turns = iter(range(100))
+
+    def lab_manager(obs):
+        k, action = next(turns), honest(obs)
+        if k == 0:
+            return InvalidAction(role="lab_manager", error="unterminated string inside the JSON object",
+                                 raw_text='{"budget_ok":')
+        if k == 1:
+            flags = {f: getattr(action, f) for f in ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok",
+                                                    "staff_ok")}
+            flags["budget_ok"] = not flags["budget_ok"]
+            return LabManagerAction(action_type="report_feasibility", explanation="x", feasible=all(flags.values()),
+                                    **flags)
+        return action
+
+    log = run_episode(env, NaiveScientist(), lab_manager, seed=5, template="cell_biology", difficulty="hard")
+    c = turn_counts([log])
+    lab_turns = [t for t in log.turns if t.role == "lab_manager"]
+    assert c["turns"] == len(lab_turns) >= 2
+    assert c["parsed"] == c["turns"] - 1
+    assert c["true_flags"] == c["parsed"] - 1 and c["valid"] == c["true_flags"]
+    assert sum(c[m] for m in ("accept", "suggest_alternative", "report_feasibility", "reject")) == c["valid"]
 
 
 def test_pass_at_k_is_the_unbiased_estimate():

@@ -1,4 +1,4 @@
-"""``replicalab bench {env,skills,policy,groups,rollout,train,generate,generate-memory,engines,sync}``: benchmarks that print
+"""``replicalab bench {env,skills,policy,lab-manager,groups,rollout,train,generate,generate-memory,engines,sync}``: benchmarks that print
 their figures next to a baseline measured in the same run.  ``env`` and ``skills`` need only the core install.
 
 Each benchmark is a module here with two functions, ``add_arguments(parser)`` (its own options and
@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "env": "training.bench.env",  # episodes/s of the game vs its parts
     "skills": "training.bench.skills",  # what each skill of the game is worth (scripted agents)
     "policy": "training.bench.policy",  # a model Scientist's pass@k, skill use and decision probabilities
+    "lab-manager": "training.bench.lab_manager",  # a model Lab Manager's parse and true-flag rates, its moves
     "groups": "training.bench.groups",  # how often GRPO groups contrast a decision: whole-episode vs branch
     "rollout": "training.bench.rollout",  # in-process and Ray rollouts vs plain generation
     "train": "training.bench.train",  # where a training step's time goes
