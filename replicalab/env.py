@@ -95,13 +95,17 @@ def _check_role(action, role: str) -> None:
         raise ValueError(f"it is the {role}'s turn: expected {expected.__name__}, got {type(action).__name__}")
 
 
+#: How the error of a Lab Manager turn whose flags are not the lab's truth begins.
+UNTRUE_FLAGS = "flags that are not the lab's truth about the plan"
+
+
 def _untrue_flags(a: LabManagerAction, truth: dict[str, bool]) -> str | None:
     """Why the flags of ``a`` are not the lab's ``truth`` about the plan (``FeasibilityReport.flags``), or None."""
     untrue = [] if _flags(a) == tuple(truth.values()) else [  # the usual case first: all true
         name for name, ok in truth.items() if getattr(a, name) != ok]
     if not untrue:
         return None
-    return "flags that are not the lab's truth about the plan: " + ", ".join(
+    return UNTRUE_FLAGS + ": " + ", ".join(
         f"{name} is {str(not getattr(a, name)).lower()}" for name in untrue)
 
 
@@ -235,7 +239,7 @@ class ReplicaLabEnv:
         if self.current_role == "scientist":
             return scientist_view(self.scenario, self.history, self.protocol, self.round_number, self.max_rounds)
         return lab_manager_view(self.scenario, self.history, self.protocol, self.round_number, self.max_rounds,
-                                self._budget_remaining())
+                                self._budget_remaining(), self._report() if self.protocol is not None else None)
 
     def _budget_remaining(self) -> float:
         budget = self.scenario.lab.budget_total

@@ -8,7 +8,7 @@ Pure functions of the scenario and of values the env passes in.  Every record is
 from __future__ import annotations
 
 from replicalab.judge import REWARD_SPEC_VERSION, Judgement
-from replicalab.lab.feasibility import plan_cost
+from replicalab.lab.feasibility import FeasibilityReport, plan_cost
 from replicalab.models import (
     ConversationEntry,
     EpisodeLog,
@@ -38,8 +38,10 @@ def scientist_view(s: Scenario, history: list[ConversationEntry], protocol: Prot
 
 
 def lab_manager_view(s: Scenario, history: list[ConversationEntry], protocol: Protocol | None,
-                     round_number: int, max_rounds: int, budget_remaining: float) -> Observation:
-    """The Lab Manager's view: the lab, the dialogue and the lab's prices for the protocol on the table."""
+                     round_number: int, max_rounds: int, budget_remaining: float,
+                     report: FeasibilityReport | None) -> Observation:
+    """The Lab Manager's view: the lab, the dialogue, the lab's prices for the protocol on the table and its
+    check of it (``report``, None before any protocol)."""
     lab = s.lab
     view = trusted(
         LabManagerObservation, budget_total=lab.budget_total, budget_remaining=budget_remaining,
@@ -49,6 +51,7 @@ def lab_manager_view(s: Scenario, history: list[ConversationEntry], protocol: Pr
         safety_restrictions=list(lab.safety_restrictions), conversation_history=list(history),
         current_protocol=protocol, round_number=round_number, max_rounds=max_rounds,
         **prices(protocol, s),
+        plan_check={flag: list(why) for flag, why in report.flag_reasons().items()} if report is not None else {},
     )
     return trusted(Observation, scientist=None, lab_manager=view)
 

@@ -181,7 +181,11 @@ class LabManagerObservation(BaseModel):
 
     Fields beyond the seed contract: ``control_costs`` (the flat cost of each control of the current
     protocol) and ``cost_per_sample`` (what one more sample of the current protocol costs), the prices
-    the lab weighs when it pursues its own interest, the budget it keeps.
+    the lab weighs when it pursues its own interest, the budget it keeps; ``plan_check``, the lab's own
+    check of the current protocol (``replicalab.lab.check_feasibility``): for each of the five flags of a
+    ``LabManagerAction`` (``budget_ok`` .. ``staff_ok``), the reasons the plan fails it, empty where it
+    passes (safety folds into ``equipment_ok``, as in the flags); empty before any protocol.  The lab knows
+    its own records (prices, staff rates, bookings), so its manager states the flags from them.
     """
 
     model_config = _FROZEN
@@ -201,6 +205,7 @@ class LabManagerObservation(BaseModel):
     max_rounds: int = Field(default=0, ge=0)
     control_costs: dict[str, float] = Field(default_factory=dict)
     cost_per_sample: float = Field(default=0.0, ge=0)
+    plan_check: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Observation(BaseModel):

@@ -148,6 +148,21 @@ def _protocol_line(protocol: Protocol | None, *, plain: bool = False) -> str:
     )
 
 
+def _check_line(observation: LabManagerObservation) -> str:
+    """The lab's check of the current protocol (``LabManagerObservation.plan_check``), on a line of its own as a
+    JSON object: its verdict on each flag and on the whole plan, written as an action's flags are, then the
+    reasons the plan fails (``{"budget_ok":false,...,"feasible":false,"reasons":["over the lab's budget"]}``).
+    The verdict is the lab's own record, not a move: which action to take, and what to suggest, stays the Lab
+    Manager's."""
+    check = observation.plan_check
+    if not check:
+        return "Lab check of the current protocol: none yet"
+    verdict: dict[str, object] = {flag: not why for flag, why in check.items()}
+    verdict["feasible"] = all(verdict.values())
+    verdict["reasons"] = [reason for why in check.values() for reason in why]
+    return "Lab check of the current protocol:\n" + json.dumps(verdict, ensure_ascii=False, separators=(",", ":"))
+
+
 def _entry_line(entry: ConversationEntry) -> str:
     message = " ".join(entry.message.split())
     if len(message) > MAX_ENTRY_CHARS:
@@ -181,12 +196,13 @@ def _facts(observation: PromptObservation) -> list[str]:
     ]
 
 
-def _user_text(head: list[str], dialogue: list[str], omitted: int, role: str) -> str:
+def _user_text(head: list[str], dialogue: list[str], omitted: int, role: str, tail: list[str]) -> str:
     shown = dialogue[omitted:]
     lines = [*head, "Dialogue:" if dialogue else "Dialogue: none yet"]
     if omitted:
         lines.append(f"({omitted} earlier messages omitted)")
     lines += shown
+    lines += tail
     lines.append(f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}")
     return "\n".join(lines)
 
@@ -216,16 +232,17 @@ def build_messages(
         f"Round {observation.round_number} of {observation.max_rounds}",
         _protocol_line(observation.current_protocol),
     ]
+    tail = [_check_line(observation)] if isinstance(observation, LabManagerObservation) else []
     dialogue = [_entry_line(entry) for entry in observation.conversation_history]
     omitted = 0
     if token_budget is not None:
         count = count_tokens or default_count_tokens
         system_tokens = count(system)
         while omitted < len(dialogue):
-            if system_tokens + count(_user_text(head, dialogue, omitted, role)) <= token_budget:
+            if system_tokens + count(_user_text(head, dialogue, omitted, role, tail)) <= token_budget:
                 break
             omitted += 1
-    user = _user_text(head, dialogue, omitted, role)
+    user = _user_text(head, dialogue, omitted, role, tail)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -272,10 +289,10 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
 def followup_message(observation: PromptObservation, seen: int) -> dict[str, str]:
     """The user message of a later turn in an append-only chat: what happened since the role's
     previous turn (dialogue entries from index ``seen`` on, except the role's own, which the chat
-    already holds as the assistant's reply), the round and the current protocol, then -- for the
-    Scientist, right before it writes its reply -- what the Lab Manager's latest turn changed, in plain
-    words ("The lab moved the technique from X to Y.", "The lab rejected the plan and offered no
-    alternative.").
+    already holds as the assistant's reply), the round and the current protocol, then, right before the
+    reply: for the Scientist, what the Lab Manager's latest turn changed, in plain words ("The lab moved
+    the technique from X to Y.", "The lab rejected the plan and offered no alternative."); for the Lab
+    Manager, the lab's check of the current protocol (``_check_line``).
 
     The Scientist's follow-up names the current protocol in the dialogue's plain form, not as JSON:
     its chat already holds that protocol as its own JSON reply, and the only protocols written as JSON
@@ -288,7 +305,7 @@ def followup_message(observation: PromptObservation, seen: int) -> dict[str, str
     lines = [*(news or ["(no new messages)"]),
              f"Round {observation.round_number} of {observation.max_rounds}",
              _protocol_line(observation.current_protocol, plain=scientist),
-             *changes,
+             *(changes if scientist else [_check_line(observation)]),
              f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}"]
     return {"role": "user", "content": "\n".join(lines)}
 

@@ -14,7 +14,8 @@ from training.config.model import ArchitectureConfig, DefaultModelConfig, SFTHyp
 TINY_RECIPE = DefaultModelConfig(
     vocab_size=600,
     architecture=ArchitectureConfig(**{**POLICY_TINY_ARCH, "max_position_embeddings": POLICY_WIDE_CONTEXT}),
-    sft=SFTHyperParams(lm_steps=1, completion_steps=1, per_device_train_batch_size=4, logging_steps=1),
+    sft=SFTHyperParams(lm_steps=1, completion_steps=1, lab_manager_steps=1, per_device_train_batch_size=4,
+                       logging_steps=1),
     n_train_seeds=1,
     max_new_tokens=32,
 )

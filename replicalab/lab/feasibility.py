@@ -50,16 +50,21 @@ class FeasibilityReport:
         reasons = self.reasons
         return tuple([d for d in DIMENSIONS if reasons[d]])
 
-    def flags(self) -> dict[str, bool]:
-        """The five flags of a LabManagerAction; safety folds into ``equipment_ok``."""
-        reasons = self.reasons  # a dimension passes when it has no reasons (``passes``)
+    def flag_reasons(self) -> dict[str, tuple[str, ...]]:
+        """The reasons behind each of the five flags of a LabManagerAction (empty: the flag is true);
+        safety folds into ``equipment_ok``."""
+        reasons = self.reasons
         return {
-            "budget_ok": not reasons["budget"],
-            "equipment_ok": not reasons["equipment"] and not reasons["safety"],
-            "reagents_ok": not reasons["reagents"],
-            "schedule_ok": not reasons["schedule"],
-            "staff_ok": not reasons["staff"],
+            "budget_ok": reasons["budget"],
+            "equipment_ok": reasons["equipment"] + reasons["safety"],
+            "reagents_ok": reasons["reagents"],
+            "schedule_ok": reasons["schedule"],
+            "staff_ok": reasons["staff"],
         }
+
+    def flags(self) -> dict[str, bool]:
+        """The five flags of a LabManagerAction (``flag_reasons``: a flag is true when it has no reasons)."""
+        return {flag: not why for flag, why in self.flag_reasons().items()}
 
 
 def plan_cost(

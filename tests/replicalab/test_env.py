@@ -189,3 +189,42 @@ def test_suggestions_read_back_from_the_rendered_message():
         "technique": "mtt_assay", "sample_size": "12", "reagents": "dmso, hela_cells"}
     accept = LabManagerAction(action_type="accept", feasible=True, **{k: True for k in flags}, explanation="ok")
     assert suggestion_in(render_lab_manager(accept)) == {}
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_lab_managers_view_carries_the_labs_check_of_the_plan(template):
+    """The Lab Manager's observation holds the lab's check of the protocol on the table: empty before one, then
+    each flag's reasons, so that a flag is true exactly when it has none -- the truth the env holds a Lab Manager
+    turn to (flags stated from the check are accepted; one flipped is an invalid turn)."""
+    from replicalab.env import UNTRUE_FLAGS
+    from replicalab.lab import check_feasibility
+
+    flags = ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok")
+    for difficulty in DIFFICULTIES:
+        for seed in range(6):
+            env = ReplicaLabEnv()
+            obs = env.reset(seed, template, difficulty)
+            assert env.current_role == "scientist"
+            obs = env.step(ScientistAction(action_type="propose_protocol",
+                                           **env.scenario.paper_protocol.model_dump())).observation
+            view = obs.lab_manager
+            assert tuple(view.plan_check) == flags
+            truth = check_feasibility(env.protocol, env.scenario).flags()
+            assert {f: not why for f, why in view.plan_check.items()} == truth
+            stated = {f: not why for f, why in view.plan_check.items()}
+            lie = dict(stated, budget_ok=not stated["budget_ok"])
+            for said, valid in ((stated, True), (lie, False)):
+                probe = env.__class__()
+                probe.reset(seed, template, difficulty)
+                probe.step(ScientistAction(action_type="propose_protocol", **env.scenario.paper_protocol.model_dump()))
+                action = LabManagerAction(action_type="report_feasibility", explanation="checked",
+                                          feasible=all(said.values()), **said)
+                error = probe.step(action).info.error
+                assert (error is None) == valid and (valid or error.startswith(UNTRUE_FLAGS))
+
+
+def test_the_lab_managers_first_view_has_no_check():
+    env = ReplicaLabEnv()
+    env.reset(3, "cell_biology", "medium")
+    result = env.step(ScientistAction(action_type="request_info", questions=["What is the budget?"]))
+    assert env.protocol is None and result.observation.lab_manager.plan_check == {}

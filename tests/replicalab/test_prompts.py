@@ -260,10 +260,44 @@ def test_no_prompt_holds_a_ready_made_reply(scientist: str) -> None:
 
 
 def test_followup_of_the_lab_manager_has_no_statement() -> None:
-    """The statement is the Scientist's: the Lab Manager's follow-ups carry only the dialogue."""
+    """The statement is the Scientist's: the Lab Manager's follow-ups carry the dialogue and the lab's check, no statement."""
     from training.model.sft_data import record_episode
 
     for seed in range(10):
         _, lab_turns, _ = record_episode(seed, "cell_biology", "hard", scientist="reader")
         for turn in lab_turns[1:]:
             assert "The lab " not in turn["prompt"][-1]["content"]
+
+
+@pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
+def test_the_lab_manager_sees_the_labs_check_of_the_plan_on_the_table(template: str) -> None:
+    """Every Lab Manager prompt ends, right before the reply instruction, with the lab's check of the current
+    protocol on a line of its own: its flags are the lab's truth (the scripted Lab Manager's reply states them),
+    ``feasible`` is their AND, its reasons are the plan's failures; before any protocol it says so."""
+    import json
+
+    from replicalab.models import LabManagerAction
+    from training.model.sft_data import record_episode
+
+    checked = 0
+    for difficulty in ("easy", "medium", "hard"):
+        for seed in range(8):
+            _, lab_turns, _ = record_episode(seed, template, difficulty, scientist="reader+defender+asker")
+            for turn in lab_turns:
+                lines = turn["prompt"][-1]["content"].splitlines()
+                assert lines[-1].startswith("Your move as the Lab Manager.")
+                assert lines[-3] == "Lab check of the current protocol:"
+                check = json.loads(lines[-2])
+                reply = LabManagerAction.model_validate_json(turn["completion"][0]["content"])
+                flags = ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok", "feasible")
+                assert list(check) == [*flags, "reasons"]
+                assert [check[f] for f in flags] == [getattr(reply, f) for f in flags]
+                assert bool(check["reasons"]) == (not check["feasible"])
+                checked += 1
+    assert checked > 40
+
+
+def test_the_check_line_before_any_protocol_says_there_is_none() -> None:
+    obs = LabManagerObservation(budget_total=10.0, budget_remaining=10.0, staff_count=1, time_limit_days=3)
+    text = build_messages(obs)[-1]["content"]
+    assert "Lab check of the current protocol: none yet" in text

@@ -125,7 +125,8 @@ class SFTHyperParams(BaseModel):
     loss on every token of the chats of ``lm_phase_roles`` (the model is built from scratch, so it
     first learns the transcripts' language: formats, item names, copying the published protocol) and
     on the assistant turns of the other chats, then ``completion_steps`` with TRL's completion-only
-    loss on every chat (the actions).  Each phase has its own warmup and schedule.
+    loss on every chat (the actions), then ``lab_manager_steps`` with the same loss on the Lab Manager's chats
+    and as many Scientist chats.  Each phase has its own warmup and schedule.
 
     The Lab Manager's chats stay out of the all-token loss by default: their user turns are the
     Scientist's protocols, and learning to continue those teaches the Lab Manager seat to copy them
@@ -143,6 +144,10 @@ class SFTHyperParams(BaseModel):
         "Roles whose chats get the all-token loss in phase 1 (the others: assistant turns only)."))
     completion_steps: int = Field(default=450, ge=1, description=(
         "Optimizer steps of phase 2 (loss on the assistant turns only: the actions)."))
+    lab_manager_steps: int = Field(default=400, ge=0, description=(
+        "Optimizer steps of phase 3: every Lab Manager chat beside as many Scientist chats, loss on the assistant "
+        "turns, at completion_learning_rate (the Lab Manager seat writes long structured replies that must "
+        "parse when sampled at the training temperature); 0 skips the phase."))
     per_device_train_batch_size: int = Field(default=4, ge=1, description="Chat examples per micro-batch.")
     gradient_accumulation_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
     warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0, description=(

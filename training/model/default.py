@@ -237,6 +237,12 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
     phases.append(run_sft(model, tokenizer, rows, cfg.sft, max_length=max_len,
                           max_steps=cfg.sft.completion_steps, completion_only=True,
                           learning_rate=cfg.sft.completion_learning_rate, progress=progress))
+    if cfg.sft.lab_manager_steps:
+        losses.append("loss on the assistant turns of every Lab Manager chat and as many Scientist chats")
+        _say(progress, f"SFT phase {len(phases) + 1}: {cfg.sft.lab_manager_steps} steps, {losses[-1]}")
+        phases.append(run_sft(model, tokenizer, lab_manager_phase_rows(labelled, rows), cfg.sft, max_length=max_len,
+                              max_steps=cfg.sft.lab_manager_steps, completion_only=True,
+                              learning_rate=cfg.sft.completion_learning_rate, progress=progress))
     sft = phases[-1]
     scratch = out.with_name(f"{out.name}.building-{os.getpid()}")  # one per process: builds may race
     shutil.rmtree(scratch, ignore_errors=True)
@@ -296,6 +302,15 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
     for _ in range(decision_turn_repeats):
         out.extend(("scientist", ex) for ex in decisions)
     return out
+
+
+def lab_manager_phase_rows(labelled: list[tuple[str, dict]], rows: list[dict]) -> list[dict]:
+    """The rows of the Lab Manager phase: every Lab Manager chat, and as many Scientist rows from the start of
+    ``labelled`` (``training_examples``: the shuffled whole chats come first), so the Scientist seat keeps its
+    replies while the Lab Manager's are drilled."""
+    lab = [row for (role, _), row in zip(labelled, rows) if role == "lab_manager"]
+    scientist = [row for (role, _), row in zip(labelled, rows) if role == "scientist"]
+    return lab + scientist[:len(lab)]
 
 
 def lm_phase_row(row: dict[str, list[int]], all_tokens: bool) -> dict[str, list[int]]:

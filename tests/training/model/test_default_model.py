@@ -219,6 +219,20 @@ def test_language_model_phase_masks_by_seat() -> None:
         collect_transcripts(1, skill_rate=1.5)
 
 
+def test_the_lab_manager_phase_holds_every_lab_manager_chat_and_as_many_whole_scientist_chats() -> None:
+    from training.model.default import lab_manager_phase_rows, training_examples
+
+    sci, lab, _ = collect_transcripts(1)
+    labelled = training_examples(sci, lab, first_turn_repeats=2, decision_turn_repeats=2)
+    rows = [{"input_ids": [i], "completion_mask": [1]} for i in range(len(labelled))]
+    picked = [r["input_ids"][0] for r in lab_manager_phase_rows(labelled, rows)]
+    lab_ids = [i for i, (role, _) in enumerate(labelled) if role == "lab_manager"]
+    assert picked[:len(lab_ids)] == lab_ids and len(picked) == 2 * len(lab_ids)
+    scientist = picked[len(lab_ids):]
+    assert all(labelled[i][0] == "scientist" and labelled[i][1] == conversation_example(sci[k])
+               for k, i in enumerate(scientist))
+
+
 def test_decision_turns_are_the_skill_chances_answered_both_ways() -> None:
     """The repeated decision turns are exactly the Scientist turns at a skill's chance; with each skill drawn at
     rate 0.5 every skill's chances are answered both ways (the skill's action and the naive accept), the opening

@@ -28,7 +28,7 @@ def default_model(tmp_path_factory):
     from training.config.model import DefaultModelConfig, SFTHyperParams
     from training.model.default import build_default_model
 
-    cfg = DefaultModelConfig(n_train_seeds=4, sft=SFTHyperParams(lm_steps=60, completion_steps=60))
+    cfg = DefaultModelConfig(n_train_seeds=4, sft=SFTHyperParams(lm_steps=60, completion_steps=60, lab_manager_steps=30))
     return str(build_default_model(tmp_path_factory.mktemp("quick-default") / "model", cfg, progress=False))
 
 
