@@ -103,3 +103,27 @@ def test_branch_groups_on_two_ray_workers_equal_the_in_process_result(ray_cluste
     assert [branched(r) for r in remote] == [branched(r) for r in local]
     assert [r.log for r in remote] == [r.log for r in local]
     assert [r.trajectory.completion_ids for r in remote] == [r.trajectory.completion_ids for r in local]
+
+
+def test_a_lab_manager_group_in_self_play_branches_at_one_of_its_own_turns() -> None:
+    """Both seats are the policy: a Lab Manager group replays the trunk (every model turn of both seats) up to
+    one of the Lab Manager's turns, and its replies there are the Lab Manager's, each the whole trajectory."""
+    spec = RolloutSpec(model=str(default_model_dir()), scientist="policy", lab_manager="policy", sampling=SAMPLING)
+    backend = InProcessBackend(spec, torch_threads=1)
+    try:
+        jobs = [replace(j, role="lab_manager") for j in _jobs(seed0=40)]
+        collector = BranchCollector(backend, other_share=0.0, reply_only=True)
+        records = collector.collect(jobs, sampling_seed=3)
+        for g, trunk in enumerate(collector.last_trunks):
+            group = records[g * G:(g + 1) * G]
+            k = branch_turn(group[0].job)
+            assert {branch_turn(r.job) for r in group} == {k} and k < role_turns(trunk, "lab_manager")
+            cut = len(group[0].job.prefix)
+            assert {t.role for t in group[0].job.prefix} <= {"scientist", "lab_manager"}
+            for r in group:
+                assert r.model_turns[:cut] == trunk.model_turns[:cut] and r.model_turns[cut].role == "lab_manager"
+                assert r.trajectory.prompt_ids == group[0].trajectory.prompt_ids
+                assert r.trajectory.completion_ids == list(r.model_turns[cut].completion_ids)
+        assert branch_metrics(records)["branch/groups/turn"] == 2
+    finally:
+        backend.close()
