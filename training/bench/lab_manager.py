@@ -29,8 +29,6 @@ from training.argtypes import positive_float, positive_int
 SCIENTISTS = ("scripted:naive", "scripted:reader+defender+asker")
 #: Share of the model's turns that must parse, and state true flags, at the training temperature.
 TARGET = 0.95
-#: Episodes per batched ``play_jobs`` call (bounds the KV cache of one generation).
-CHUNK = 96
 MOVES = ("accept", "suggest_alternative", "report_feasibility", "reject")
 
 
@@ -76,9 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from training.config.model import SamplingConfig
     from training.errors import UserInputError
     from training.model.default import resolve_default_model
-    from training.rollout.play import play_jobs
+    from training.bench.policy import play_logs, sampled_jobs
     from training.rollout.policy import PolicyModel
-    from training.rollout.records import EpisodeJob
 
     scientists = args.scientist or list(SCIENTISTS)
     names = {}
@@ -95,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
     path = args.model or str(resolve_default_model())
     policy = PolicyModel(path, device="cpu")
     sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0)
-    jobs = [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="lab_manager", group=g)
-            for i, ((s, t, d), g) in enumerate((e, g) for e in grid for g in range(args.samples))]
+    jobs = sampled_jobs(grid, args.samples, "lab_manager")
     print(f"replicalab bench lab-manager: {path}; validation seeds {seeds[0]}..{seeds[-1]} x every template x "
           f"difficulty; {args.samples} samples per episode at temperature {args.temperature} ({len(jobs)} episodes "
           f"per Scientist); torch threads {torch.get_num_threads()}")
@@ -105,10 +101,8 @@ def run(args: argparse.Namespace) -> int:
     lines = ["", header, "|---" * header.count(" | ") + "|---|"]
     worst = 1.0
     for spec in scientists:
-        started, logs = time.perf_counter(), []
-        for lo in range(0, len(jobs), CHUNK):
-            logs += [r.log for r in play_jobs(policy, jobs[lo:lo + CHUNK], scientist=spec, lab_manager="policy",
-                                              sampling=sampling)]
+        started = time.perf_counter()
+        logs = play_logs(policy, jobs, scientist=spec, lab_manager="policy", sampling=sampling)
         name = names[spec]
         env = ReplicaLabEnv()
         scripted = {lab: [role_reward(run_episode(env, scripted_agent("scientist", name, s, t, d), lab, seed=s,

@@ -90,6 +90,23 @@ def _reply_logprobs(policy, prompt: list[int], text: str) -> tuple[list[float], 
     return logp, [len(tok.decode(ids[:i + 1])) for i in range(len(ids))]
 
 
+def sampled_jobs(grid, samples: int, role: str) -> list:
+    """``samples`` jobs of ``role`` per (seed, template, difficulty) of ``grid``, job ids in order, one group each."""
+    from training.rollout.records import EpisodeJob
+
+    return [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role=role, group=g)
+            for i, ((s, t, d), g) in enumerate((e, g) for e in grid for g in range(samples))]
+
+
+def play_logs(policy, jobs: list, *, scientist: str, lab_manager: str, sampling) -> list:
+    """The EpisodeLogs of ``jobs`` played by ``play_jobs``, ``CHUNK`` episodes per batched call."""
+    from training.rollout.play import play_jobs
+
+    return [r.log for lo in range(0, len(jobs), CHUNK)
+            for r in play_jobs(policy, jobs[lo:lo + CHUNK], scientist=scientist, lab_manager=lab_manager,
+                               sampling=sampling)]
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -101,9 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from training.config.model import SamplingConfig
     from training.model.default import resolve_default_model
     from training.model.sft_data import record_episode
-    from training.rollout.play import play_jobs
     from training.rollout.policy import PolicyModel
-    from training.rollout.records import EpisodeJob
 
     seeds = list(VALIDATION_SEEDS[:args.seeds])
     grid = [(s, t, d) for t, d in cells() for s in seeds]
@@ -114,15 +129,12 @@ def run(args: argparse.Namespace) -> int:
     path = args.model or str(resolve_default_model())
     policy = PolicyModel(path, device="cpu")
     sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0)
-    jobs = [EpisodeJob(job_id=i, seed=s, template=t, difficulty=d, role="scientist", group=g)
-            for i, ((s, t, d), g) in enumerate((e, g) for e in grid for g in range(args.samples))]
+    jobs = sampled_jobs(grid, args.samples, "scientist")
     print(f"replicalab bench policy: {path}; validation seeds {seeds[0]}..{seeds[-1]} x every template x difficulty "
           f"against scripted:{args.lab}; {args.samples} samples per episode at temperature {args.temperature} "
           f"({len(jobs)} episodes); torch threads {torch.get_num_threads()}")
-    started, logs = time.perf_counter(), []
-    for lo in range(0, len(jobs), CHUNK):
-        records = play_jobs(policy, jobs[lo:lo + CHUNK], scientist="policy", lab_manager=f"scripted:{args.lab}", sampling=sampling)
-        logs += [r.log for r in records]
+    started = time.perf_counter()
+    logs = play_logs(policy, jobs, scientist="policy", lab_manager=f"scripted:{args.lab}", sampling=sampling)
     print(f"played in {time.perf_counter() - started:.0f} s")
     by_cell: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     passes: dict[tuple[int, str, str], list[bool]] = defaultdict(list)
