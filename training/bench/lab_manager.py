@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from training.config.model import SamplingConfig
     from training.errors import UserInputError
     from training.model.default import resolve_default_model
+    from training.model.model_path import check_model_path
     from training.bench.policy import play_logs, sampled_jobs
     from training.rollout.policy import PolicyModel
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         names[spec] = seat.arg
     seeds = list(VALIDATION_SEEDS[:args.seeds])
     grid = [(s, t, d) for t, d in cells() for s in seeds]
-    path = args.model or str(resolve_default_model())
+    path = check_model_path(args.model) if args.model else str(resolve_default_model())
     policy = PolicyModel(path, device="cpu")
     sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0)
     jobs = sampled_jobs(grid, args.samples, "lab_manager")

@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from replicalab.skill_use import skill_use
     from training.config.model import SamplingConfig
     from training.model.default import resolve_default_model
+    from training.model.model_path import check_model_path
     from training.model.sft_data import record_episode
     from training.rollout.policy import PolicyModel
 
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     scripted = {name: [run_episode(env, SCIENTIST_FACTORIES[name](s, t, d), args.lab, seed=s, template=t, difficulty=d)
                        for s, t, d in grid] for name in BASELINES}
     naive = {(log.seed, log.scenario_template, log.difficulty): log.total_reward for log in scripted["naive"]}
-    path = args.model or str(resolve_default_model())
+    path = check_model_path(args.model) if args.model else str(resolve_default_model())
     policy = PolicyModel(path, device="cpu")
     sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0)
     jobs = sampled_jobs(grid, args.samples, "scientist")
