@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=positive_int, default=5, help="validation seeds per cell")
     parser.add_argument("--samples", type=positive_int, default=2, help="sampled episodes per seed and cell")
     parser.add_argument("--temperature", type=positive_float, default=1.0)
+    parser.add_argument("--constrained", action="store_true",
+                        help="decode each reply under the Lab Manager's action grammar (rollout.sampling.constrained)")
     parser.add_argument("--scientist", action="append", default=None, metavar="SEAT",
                         help=f"scripted Scientist to play against (repeatable; default: {', '.join(SCIENTISTS)})")
 
@@ -92,10 +94,11 @@ def run(args: argparse.Namespace) -> int:
     grid = [(s, t, d) for t, d in cells() for s in seeds]
     path = check_model_path(args.model) if args.model else str(resolve_default_model())
     policy = PolicyModel(path, device="cpu")
-    sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0)
+    sampling = SamplingConfig(do_sample=True, temperature=args.temperature, seed=0, constrained=args.constrained)
     jobs = sampled_jobs(grid, args.samples, "lab_manager")
     print(f"replicalab bench lab-manager: {path}; validation seeds {seeds[0]}..{seeds[-1]} x every template x "
-          f"difficulty; {args.samples} samples per episode at temperature {args.temperature} ({len(jobs)} episodes "
+          f"difficulty; {args.samples} samples per episode at temperature {args.temperature}"
+          f"{', constrained' if args.constrained else ''} ({len(jobs)} episodes "
           f"per Scientist); torch threads {torch.get_num_threads()}")
     header = ("| Scientist | turns | parsed | true flags | valid | " + " | ".join(MOVES)
               + " | Lab Manager reward (model / thrifty / cooperative) | agreement (model) |")

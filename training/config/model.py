@@ -35,6 +35,7 @@ class SamplingConfig(BaseModel):
     ``do_sample=False`` is greedy decoding (temperature, top_p and top_k are then ignored).
     ``top_k=0`` disables top-k filtering; ``top_p=1.0`` disables nucleus filtering.
     ``seed`` seeds torch's generator once per ``generate`` call (None leaves it alone).
+    ``constrained`` decodes each reply under its role's action grammar (``training.rollout.grammar``).
     """
 
     model_config = STRICT
@@ -49,6 +50,9 @@ class SamplingConfig(BaseModel):
     do_sample: bool = Field(default=True, description="Sample (true) or decode greedily (false).")
     seed: Optional[int] = Field(default=None, description=(
         "Seeds torch's generator once per generate call; None leaves the generator alone."))
+    constrained: bool = Field(default=False, description=(
+        "Decode each reply under its role's action grammar (one JSON action, canonical field order): tokens "
+        "outside it get probability zero and the trainer scores under the same mask (hf engine only)."))
 
 
 class VLLMConfig(BaseModel):

@@ -68,6 +68,8 @@ class RolloutConfig(BaseModel):
     def _engine_needs_ray(self) -> "RolloutConfig":
         if self.engine == "vllm" and self.backend != "ray":
             raise ValueError("rollout.engine=vllm runs in Ray rollout workers: set rollout.backend=ray")
+        if self.engine == "vllm" and self.sampling.constrained:
+            raise ValueError("rollout.sampling.constrained decodes with the hf engine: set rollout.engine=hf")
         if self.max_staleness and self.backend != "ray":
             raise ValueError("rollout.max_staleness>0 plays ahead on Ray rollout workers: set rollout.backend=ray "
                              "(the in-process backend plays on-policy only)")

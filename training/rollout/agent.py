@@ -68,7 +68,7 @@ class ModelAgent:
             self.seat.parse_failures += 1
             return InvalidAction(role=self.role, error=CONTEXT_EXHAUSTED)
         seeds = None if self.sampling.seed is None else [row_seed(self.sampling.seed, 0, self.role, self.seat.turns)]
-        (generation,) = self.policy.generate_ids([ids], self.sampling, row_seeds=seeds)
+        (generation,) = self.policy.generate_ids([ids], self.sampling, row_seeds=seeds, roles=[self.role])
         record_turn(self.seat, generation)
         self.generations.append(generation)
         action = parse_action(generation.text, self.role)

@@ -107,10 +107,12 @@ def explicit_generation_config(sampling: SamplingConfig, *, max_new_tokens: int,
 
 
 def sampling_processors(sampling: SamplingConfig, recorder: "StepLogprobs",
-                        row_seeds: Optional[Sequence[int]] = None) -> LogitsProcessorList:
-    """The configured warpers (temperature, top-k, top-p, in generate's order), then ``recorder``, then (with
-    ``row_seeds``, when sampling) a ``RowSampler``."""
-    chain = LogitsProcessorList()
+                        row_seeds: Optional[Sequence[int]] = None,
+                        grammar: Optional[LogitsProcessor] = None) -> LogitsProcessorList:
+    """``grammar`` (constrained decoding: ``training.rollout.grammar.GrammarMask``), then the configured warpers
+    (temperature, top-k, top-p, in generate's order), then ``recorder``, then (with ``row_seeds``, when sampling) a
+    ``RowSampler``."""
+    chain = LogitsProcessorList([grammar] if grammar is not None else [])
     if sampling.do_sample:
         if sampling.temperature != 1.0:
             chain.append(TemperatureLogitsWarper(sampling.temperature))

@@ -226,7 +226,8 @@ def play_jobs(
             seeds = None if sampling.seed is None else [
                 row_seed(sampling.seed, jobs[i].job_id, pending[i].role, seats[i][pending[i].role].turns)
                 for i, _ in batch]
-            outputs = models[name].generate_ids([ids for _, ids in batch], how, row_seeds=seeds)
+            outputs = models[name].generate_ids([ids for _, ids in batch], how, row_seeds=seeds,
+                                                roles=[pending[i].role for i, _ in batch])
             generate_s += time.perf_counter() - tick
             for (i, _), g in zip(batch, outputs):
                 reply(i, g)

@@ -36,6 +36,7 @@ from transformers import (
 
 from training.config.model import SamplingConfig
 from training.rollout.device import default_dtype, resolve_device
+from training.rollout.grammar import ActionGrammar, GrammarMask, vocab_width
 from training.rollout.generation import (
     StepLogprobs,
     bare_generation_config,
@@ -143,6 +144,7 @@ class PolicyModel:
             tokenizer.chat_template = chat_template
             logger.info("%s: no chat template of its own; using the configured one", self.name_or_path)
         self.tokenizer = tokenizer
+        self._grammar: Optional[ActionGrammar] = None
         self.weights_version = 0
         #: The checkpoint's own generation config, as loaded (read ``max_new_tokens`` from here).
         self.checkpoint_generation_config = checkpoint_generation_config
@@ -183,7 +185,8 @@ class PolicyModel:
         return list(ids)
 
     # -- generation ------------------------------------------------------------------------------
-    def generate(self, batch: Sequence[Messages], sampling: SamplingConfig) -> list[Generation]:
+    def generate(self, batch: Sequence[Messages], sampling: SamplingConfig,
+                 roles: Optional[Sequence[str]] = None) -> list[Generation]:
         """Answer every conversation of ``batch`` with one batched ``model.generate`` call.
 
         Prompts longer than the budget keep their last ``prompt_budget`` tokens (logged)."""
@@ -196,22 +199,26 @@ class PolicyModel:
                 logger.warning("prompt of %d tokens cut to the last %d", len(ids), budget)
                 ids = ids[-budget:]
             prompts.append(ids)
-        return self.generate_ids(prompts, sampling, truncated=truncated)
+        return self.generate_ids(prompts, sampling, truncated=truncated, roles=roles)
 
     @torch.no_grad()
     def generate_ids(
         self, prompts: Sequence[list[int]], sampling: SamplingConfig,
         *, truncated: Optional[Sequence[bool]] = None, row_seeds: Optional[Sequence[int]] = None,
+        roles: Optional[Sequence[str]] = None,
     ) -> list[Generation]:
         """Continue every token-id prompt with one batched, left-padded ``model.generate`` call.
 
         ``row_seeds``: one seed per prompt; each row then samples from a generator of its own
         (``training.rollout.generation.RowSampler``) and ``sampling.seed`` is not used.  Without them a seeded
-        ``sampling`` seeds torch's global generator once for the call."""
+        ``sampling`` seeds torch's global generator once for the call.  ``roles``: each prompt's role, needed
+        by ``sampling.constrained`` (each reply decoded under its role's action grammar)."""
         if not prompts:
             return []
         if row_seeds is not None and len(row_seeds) != len(prompts):
             raise ValueError("row_seeds needs one seed per prompt")
+        if sampling.constrained and (roles is None or len(roles) != len(prompts)):
+            raise ValueError("constrained sampling needs one role per prompt")
         truncated = truncated or [False] * len(prompts)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -229,7 +236,9 @@ class PolicyModel:
             input_ids=input_ids.to(self.device),
             attention_mask=attention.to(self.device),
             generation_config=config,
-            logits_processor=sampling_processors(sampling, recorder, row_seeds if sampling.do_sample else None),
+            logits_processor=sampling_processors(
+                sampling, recorder, row_seeds if sampling.do_sample else None,
+                GrammarMask(self.grammar, roles, width) if sampling.constrained else None),
         )
         new_tokens = out.sequences[:, width:]
         logprobs = recorder.finish(new_tokens).cpu().tolist()
@@ -237,6 +246,13 @@ class PolicyModel:
         return [
             self._record(list(p), t, lp, cut) for p, t, lp, cut in zip(prompts, tokens, logprobs, truncated)
         ]
+
+    @property
+    def grammar(self) -> ActionGrammar:
+        """The action grammars of this model's tokenizer (built on first use: ``sampling.constrained``)."""
+        if self._grammar is None:
+            self._grammar = ActionGrammar(self.tokenizer, self.stop_token_ids, vocab_width(self.model))
+        return self._grammar
 
     def generation_config(self, sampling: SamplingConfig):
         """The complete explicit ``GenerationConfig`` of one call (nothing inherited from the checkpoint)."""

@@ -1,0 +1,173 @@
+"""Constrained decoding (``rollout.sampling.constrained``): every model reply is decoded under its role's action
+grammar, so it is one JSON object of the role's action, in the canonical field order.
+
+The grammar is the role's action model as a JSON schema (``action_schema``: properties in
+``replicalab.parsing.field_order``, no other keys, defaults optional), compiled by llguidance for the model's
+tokenizer.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
+logits-processor chain, before temperature, top-k and top-p); a stop token is allowed only where the object is
+complete.  Sampling is therefore exactly from the policy's distribution renormalised over the allowed tokens, and
+the trainer scores each model token under the same mask (``completion_masks``, from the tokens before it in its
+reply), so the recorded and the trained log-probs are the same number.
+
+The grammar fixes the form, never the content: which action, which flags, which items and numbers are the model's.
+The rules a schema cannot state (``feasible`` is the AND of the flags, accept needs feasible, ...) are still the
+parser's and the environment's; a reply cut by ``max_new_tokens`` before its object closes still fails to parse.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Optional, Sequence
+
+import torch
+from transformers import LogitsProcessor
+
+from replicalab.parsing import field_order
+from replicalab.models import LabManagerAction, ScientistAction
+
+#: The action model each role's replies are decoded as.
+ACTION_MODELS = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
+#: The longest string the grammar lets a reply write (characters; the scripted seats' longest, a Lab Manager's
+#: explanation, is under 250): a reply cannot spend its token budget on one string and be cut before it closes.
+MAX_TEXT_CHARS = 256
+#: llguidance's JSON options: the separators ``format_action`` writes; JSON whitespace between values stays
+#: allowed (with ``whitespace_flexible`` off, llguidance 1.9's mask drops some multi-lexeme tokens the grammar
+#: accepts, such as the embedded tokenizer's ``"feasible":true,``).
+JSON_OPTIONS = {"item_separator": ",", "key_separator": ":", "whitespace_pattern": "[ ]?"}
+
+
+@lru_cache(maxsize=None)
+def _schema_json(role: str) -> str:
+    import json
+
+    model = ACTION_MODELS[role]
+    schema = model.model_json_schema()
+    schema["properties"] = {name: _capped(schema["properties"][name]) for name in field_order(model)}
+    schema["additionalProperties"] = False
+    return json.dumps(schema)
+
+
+def _capped(prop: dict[str, Any]) -> dict[str, Any]:
+    """``prop`` with ``MAX_TEXT_CHARS`` on its strings (a string, or an array's string items)."""
+    if prop.get("type") == "string":
+        return {**prop, "maxLength": MAX_TEXT_CHARS}
+    if prop.get("type") == "array" and prop.get("items", {}).get("type") == "string":
+        return {**prop, "items": {**prop["items"], "maxLength": MAX_TEXT_CHARS}}
+    return prop
+
+
+def action_schema(role: str) -> dict[str, Any]:
+    """The JSON schema a ``role`` reply is decoded under: the action model's, properties in canonical order."""
+    import json
+
+    return json.loads(_schema_json(role))
+
+
+class ActionGrammar:
+    """The two roles' action grammars for one tokenizer.
+
+    ``stop_token_ids``: the tokens that end a reply (``PolicyModel.stop_token_ids``); allowed only where the object
+    is complete.  ``vocab_size``: the width of the model's logits (at least the tokenizer's length); ids the
+    tokenizer does not have are never allowed.  Other special tokens are never allowed."""
+
+    def __init__(self, tokenizer: Any, stop_token_ids: Sequence[int], vocab_size: int):
+        import llguidance
+        import llguidance.hf
+
+        self.stop = torch.tensor(sorted(set(int(t) for t in stop_token_ids)), dtype=torch.long)
+        self.vocab_size = int(vocab_size)
+        self.llg = llguidance.hf.from_tokenizer(tokenizer, n_vocab=max(self.vocab_size, len(tokenizer)),
+                                                eos_token=list(self.stop.tolist()))
+        self.grammars = {role: llguidance.LLMatcher.grammar_from_json_schema(_schema_json(role),
+                                                                             overrides=JSON_OPTIONS)
+                         for role in ACTION_MODELS}
+        banned = [int(t) for t in getattr(tokenizer, "all_special_ids", []) if int(t) not in set(self.stop.tolist())]
+        self.banned = torch.tensor(banned, dtype=torch.long)
+        self._words = (self.llg.vocab_size + 31) // 32
+        self._bits = torch.arange(32, dtype=torch.int32)
+
+    def matcher(self, role: str) -> Any:
+        """A fresh matcher at the start of a ``role`` reply."""
+        import llguidance
+
+        if role not in self.grammars:
+            raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(self.grammars)}")
+        found = llguidance.LLMatcher(self.llg, self.grammars[role], log_level=0)
+        if found.is_error():
+            raise ValueError(f"the {role} action grammar does not compile: {found.get_error()}")
+        return found
+
+    def allowed(self, matcher: Any) -> torch.Tensor:
+        """``[vocab_size]`` bool: the tokens ``matcher`` allows next (a stop token only where the object is
+        complete).  A matcher in error (a reply that left the grammar) allows every token: nothing to enforce."""
+        if matcher.is_error():
+            return torch.ones(self.vocab_size, dtype=torch.bool)
+        words = torch.frombuffer(bytearray(matcher.compute_bitmask()), dtype=torch.int32)[: self._words]
+        bits = ((words.unsqueeze(1) >> self._bits) & 1).flatten().bool()
+        out = torch.zeros(self.vocab_size, dtype=torch.bool)
+        n = min(self.vocab_size, bits.numel())
+        out[:n] = bits[:n]
+        ends = bool(out[self.stop].any())
+        out[self.banned] = False
+        out[self.stop] = ends
+        return out
+
+    def completion_masks(self, roles: Sequence[str], completion_ids: torch.Tensor,
+                         model_tokens: torch.Tensor) -> torch.Tensor:
+        """``[B, K, vocab_size]`` bool: for each model token of each row's completion, the tokens its role's
+        grammar allowed there (replayed from the tokens before it in its reply; a reply is a run of model tokens);
+        every token at the other positions (the environment's tokens, padding)."""
+        rows, width = completion_ids.shape
+        masks = torch.ones((rows, width, self.vocab_size), dtype=torch.bool)
+        ids, model = completion_ids.tolist(), model_tokens.bool().tolist()
+        stops = set(self.stop.tolist())
+        for row in range(rows):
+            matcher: Optional[Any] = None
+            for t in range(width):
+                if not model[row][t]:
+                    matcher = None
+                    continue
+                if matcher is None:
+                    matcher = self.matcher(roles[row])
+                masks[row, t] = self.allowed(matcher)
+                token = ids[row][t]
+                if token in stops:
+                    matcher = None  # the reply ended; what follows belongs to the next one
+                else:
+                    matcher.consume_token(token)
+        return masks
+
+
+class GrammarMask(LogitsProcessor):
+    """First processor of the chain: each row's tokens outside its role's grammar get ``-inf``.
+
+    ``prompt_width``: the (left-padded) prompt length of the batch; the token drawn at each step is the last
+    column of ``input_ids`` on the next call.  A row that has drawn a stop token is finished (``generate`` pads
+    it); it is left unmasked."""
+
+    def __init__(self, grammar: ActionGrammar, roles: Sequence[str], prompt_width: int):
+        self.grammar = grammar
+        self.matchers = [grammar.matcher(role) for role in roles]
+        self.done = [False] * len(self.matchers)
+        self.prompt_width = prompt_width
+        self.stops = set(grammar.stop.tolist())
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.shape[1] > self.prompt_width:
+            for row, token in enumerate(input_ids[:, -1].tolist()):
+                if self.done[row]:
+                    continue
+                if token in self.stops:
+                    self.done[row] = True
+                else:
+                    self.matchers[row].consume_token(token)
+        allowed = torch.ones(scores.shape, dtype=torch.bool)
+        for row, matcher in enumerate(self.matchers):
+            if not self.done[row]:
+                allowed[row, : self.grammar.vocab_size] = self.grammar.allowed(matcher)[: scores.shape[1]]
+        return scores.masked_fill(~allowed.to(scores.device), float("-inf"))
+
+
+def vocab_width(model: Any) -> int:
+    """The width of ``model``'s logits (its output embedding's rows; may exceed the tokenizer's length)."""
+    return int(model.get_output_embeddings().weight.shape[0])
