@@ -142,4 +142,5 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
                          role_baseline=RoleBaseline(cfg.grpo.role_baseline_decay)
                          if cfg.grpo.advantage == "role_baseline" else None,
                          extra_callbacks=[SavePoolCallback(pool)] if pool is not None else [],
-                         chat_template=chat_template, rescore_batch_size=cfg.grpo.rescore_batch_size)
+                         chat_template=chat_template, rescore_batch_size=cfg.grpo.rescore_batch_size,
+                         constrained=cfg.rollout.sampling.constrained)

@@ -95,10 +95,11 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
                   validation: TrainerCallback, logger: RunLogger, lora: LoraConfig,
                   rollout_correction_clip: Optional[float], role_baseline: Optional[RoleBaseline] = None,
                   extra_callbacks: Sequence[TrainerCallback] = (), chat_template: str | None = None,
-                  rescore_batch_size: Optional[int] = None) -> ReplicaLabGRPOTrainer:
+                  rescore_batch_size: Optional[int] = None, constrained: bool = False) -> ReplicaLabGRPOTrainer:
     """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
     With several learner processes every process builds one; the rollouts, validation and logger of the
-    processes other than the main one hold no backend and a ``NullRunLogger``."""
+    processes other than the main one hold no backend and a ``NullRunLogger``.  ``constrained``
+    (``rollout.sampling.constrained``): the trainer scores under the action grammars the rollouts decoded with."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -122,4 +123,16 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
         rescore_batch_size=rescore_batch_size,
     )
     validation.trainer = trainer  # the validation check gathers the weights it plays with from the trainer
+    if constrained:
+        trainer.grammar = trainer_grammar(trainer, tokenizer)
     return trainer
+
+
+def trainer_grammar(trainer: ReplicaLabGRPOTrainer, tokenizer: Any):
+    """The action grammars of the trainer's model and tokenizer: the rollouts' (the same stop tokens and logits
+    width as ``PolicyModel``)."""
+    from training.rollout.grammar import ActionGrammar, vocab_width
+    from training.rollout.policy import stop_tokens
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return ActionGrammar(tokenizer, stop_tokens(model.generation_config, tokenizer), vocab_width(model))

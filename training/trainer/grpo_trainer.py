@@ -12,6 +12,10 @@ importance weight ``min(clip, exp(trainer - rollout log-prob))`` (per-token adva
 accepts; ``rollout_correction/mean`` over model tokens and the share clipped, ``rollout_correction/clipped``):
 about 1 for an exact engine on-policy, the correction of a batch played with older weights
 (``rollout.max_staleness``, ``training.trainer.rollouts_ahead``) or by an engine that drifts.
+With ``rollout.sampling.constrained`` (``grammar``: the rollouts' ``ActionGrammar``) every model token is scored
+under the mask its reply was sampled with (``_masked_logps``: the tokens its role's grammar did not allow there
+get ``-inf`` before the log-softmax), so sampling stays exactly on-policy; each row's role travels with the batch
+(``GRAMMAR_ROLE_KEY``).
 The arithmetic is ``training.trainer.grpo_maths``.
 """
 
@@ -23,16 +27,33 @@ from typing import Any, Callable, Optional
 import torch
 from trl import GRPOTrainer
 
+from training.rollout.grammar import ActionGrammar
 from training.trainer.advantages import RoleBaseline
 from training.trainer.distributed import gather_to_main
 from training.trainer.grpo_maths import (correction_metrics, correction_sums, corrected_advantages,
                                          mismatch_metrics, mismatch_sums, process_share, rollout_correction)
 from training.trainer.rollouts import REWARD_KEY
 
+#: The column of a generation batch that holds each row's role (``ROLES`` index), for the grammar's masks.
+GRAMMAR_ROLE_KEY = "grammar_role"
+ROLES = ("scientist", "lab_manager")
 #: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
 MISMATCH_WARN_NATS = 1e-2
 
 logger = logging.getLogger(__name__)
+
+
+def env_columns(env: Any, rows: int, width: int) -> torch.Tensor:
+    """``[rows, width]`` bool: which completion columns are model tokens by the environment mask ``env`` (a
+    tensor; or the rollout's lists, right-padded; None: every column)."""
+    if env is None:
+        return torch.ones((rows, width), dtype=torch.bool)
+    if isinstance(env, torch.Tensor):
+        return env.bool().cpu()
+    out = torch.zeros((rows, width), dtype=torch.bool)
+    for row, values in enumerate(env):
+        out[row, :len(values)] = torch.tensor(values[:width], dtype=torch.bool)
+    return out
 
 
 class _WithPositionIds:
@@ -56,12 +77,17 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     ``role_baseline`` (``grpo.advantage: role_baseline``: the running baseline per role; None: GRPO's group
     advantage); ``max_staleness`` (``rollout.max_staleness``: the batches may come from older weights, so no
     mismatch warning); ``rescore_batch_size`` (sequences per forward pass when re-scoring without gradients,
-    ``grpo.rescore_batch_size``; None: TRL's per-process micro-batch)."""
+    ``grpo.rescore_batch_size``; None: TRL's per-process micro-batch); ``grammar`` (``rollout.sampling.constrained``:
+    the action grammars the rollouts decoded under; None: unconstrained)."""
 
     def __init__(self, *args: Any, metric_sink: Optional[Callable[[int, dict], None]] = None,
                  rollout_correction_clip: Optional[float] = None, role_baseline: Optional[RoleBaseline] = None,
-                 max_staleness: int = 0, rescore_batch_size: Optional[int] = None, **kwargs: Any):
+                 max_staleness: int = 0, rescore_batch_size: Optional[int] = None,
+                 grammar: Optional[ActionGrammar] = None, **kwargs: Any):
         self.metric_sink = metric_sink
+        self.grammar = grammar
+        #: While a constrained batch is scored: its rows' roles and where their environment masks are.
+        self._scored_rows: Optional[tuple[list[str], Callable[[], Any]]] = None
         self.rollout_correction_clip = rollout_correction_clip
         self.role_baseline = role_baseline
         self.max_staleness = max_staleness
@@ -72,10 +98,62 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
         if not torch.is_grad_enabled():  # re-scoring (old, reference, mismatch log-probs): chunked
             kwargs["batch_size"] = self.rescore_batch_size or kwargs.get("batch_size") or \
                 self.args.per_device_train_batch_size
+        if self.grammar is not None:
+            if self._scored_rows is None:
+                raise RuntimeError("a constrained batch scored without its rows' roles")
+            logits_to_keep = args[0] if args else kwargs["logits_to_keep"]
+            return self._masked_logps(model, input_ids, attention_mask, logits_to_keep,
+                                      kwargs.get("batch_size") or input_ids.size(0), kwargs.get("compute_entropy", False))
         return super()._get_per_token_logps_and_entropies(
             _WithPositionIds(model), input_ids, attention_mask, *args, **kwargs)
 
+    def _masked_logps(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                      batch_size: int, compute_entropy: bool) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
+        """Per-token log-probs (and entropies) of the completion columns with each model token's grammar mask
+        applied to the temperature-scaled logits: the distribution the rollout sampled it from."""
+        roles, env_source = self._scored_rows
+        model_tokens = attention_mask[:, -logits_to_keep:].bool() & env_columns(env_source(), input_ids.size(0),
+                                                                                 logits_to_keep).to(input_ids.device)
+        logps, entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, att = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
+            with self.accelerator.autocast():
+                logits = _WithPositionIds(model)(input_ids=ids, attention_mask=att,
+                                                 logits_to_keep=logits_to_keep + 1).logits
+            logits = logits[:, -logits_to_keep - 1:-1].float() / self.temperature
+            completion = ids[:, -logits_to_keep:]
+            allowed = self.grammar.completion_masks(roles[start:start + batch_size], completion.cpu(),
+                                                    model_tokens[start:start + batch_size].cpu())
+            allowed = allowed[..., :logits.size(-1)].to(logits.device)
+            logp = logits.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+            logps.append(logp.gather(-1, completion.unsqueeze(-1)).squeeze(-1))
+            if compute_entropy:
+                entropies.append(-(logp.exp() * logp.masked_fill(~allowed, 0.0)).sum(-1))
+        return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
+
+    def _compute_loss(self, model, inputs):
+        if self.grammar is None:
+            return super()._compute_loss(model, inputs)
+        roles = [ROLES[int(i)] for i in inputs[GRAMMAR_ROLE_KEY]]
+        self._scored_rows = (roles, lambda: inputs.get("tool_mask"))
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._scored_rows = None
+
     def _generate_and_score_completions(self, inputs):
+        if self.grammar is None:
+            return self._score_generation(inputs)
+        roles = [row["role"] for row in inputs]
+        self._scored_rows = (roles, lambda: self.rollout_func.last_env_mask)  # the rows' own, once played
+        try:
+            output = self._score_generation(inputs)
+        finally:
+            self._scored_rows = None
+        output[GRAMMAR_ROLE_KEY] = torch.tensor([ROLES.index(r) for r in roles], device=output["completion_ids"].device)
+        return output
+
+    def _score_generation(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.role_baseline is not None:
             output["advantages"] = self._role_advantages(inputs).to(output["advantages"])

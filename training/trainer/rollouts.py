@@ -63,6 +63,7 @@ class EpisodeRollouts:
         self.ahead = RolloutsAhead(keys) if max_staleness > 0 else None
         self.episodes_played = 0
         self.last_timing: dict[str, float] = {}  # the last step's weight sync and rollout times
+        self.last_env_mask: list[list[int]] = []  # this process's rows of the last batch: which tokens are the model's
         self._resumed_at: Optional[int] = None  # the first step after a resume: the restored snapshots go out
 
     def resume(self, checkpoint: Path, step: int, episodes_played: int) -> None:
@@ -82,7 +83,9 @@ class EpisodeRollouts:
         state = trainer_weights(trainer, self.lora)
         per_process = gather_to_main(list(prompts))
         parts = None if per_process is None else self._play(step, state, per_process, time.perf_counter() - tick)
-        return scatter_from_main(parts)
+        part = scatter_from_main(parts)
+        self.last_env_mask = part["env_mask"]  # this process's rows' (a constrained batch's scoring reads them)
+        return part
 
     def _jobs(self, step: int, prompts: Sequence[str]) -> list[EpisodeJob]:
         """Step ``step``'s episodes: one job per prompt, groups of ``num_generations``, opponents drawn."""

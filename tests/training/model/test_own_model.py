@@ -354,3 +354,35 @@ def test_standin_plays_evaluates_and_trains(standin, tmp_path, monkeypatch):
     again = load_agent_spec(f"model:{final}", "scientist", sampling=greedy, device="cpu")()  # no option needed
     run_episode(ReplicaLabEnv(max_rounds=1), again, seed=1_000_001, template="cell_biology", difficulty="easy")
     assert again.generations
+
+
+@pytest.mark.slow
+def test_constrained_sampling_is_scored_exactly_by_the_trainer(standin, tmp_path):
+    """Under ``rollout.sampling.constrained`` the recorded log-probs, a fresh masked scoring and the trainer's
+    masked scoring are the same numbers, for each model family's tokenizer and template."""
+    import torch
+
+    from training.config.model import SamplingConfig
+    from training.trainer.grpo import trainer_grammar
+
+    kind, path = standin
+    policy = _policy(path)
+    roles = ["scientist", "lab_manager", "lab_manager"]
+    sampling = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=24, seed=3, constrained=True)
+    gens = policy.generate(CHATS, sampling, roles=roles)
+    trainer = _trainer(path, tmp_path, policy.tokenizer)
+    trainer.grammar = trainer_grammar(trainer, policy.tokenizer)
+    trainer._scored_rows = (roles, lambda: None)
+    scored = trainer_logprobs(trainer, gens, policy.pad_token_id)
+    for g, role, t in zip(gens, roles, scored):
+        assert policy.tokenizer.decode(g.completion_ids[:1]).startswith("{"), kind
+        ids = torch.tensor([g.completion_ids])
+        allowed = policy.grammar.completion_masks([role], ids, torch.ones_like(ids))[0]
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([g.prompt_ids + g.completion_ids])).logits[0]
+        fresh = (logits[len(g.prompt_ids) - 1:-1] / TEMPERATURE).masked_fill(~allowed, float("-inf"))
+        fresh = torch.log_softmax(fresh, -1).gather(1, ids[0][:, None])[:, 0]
+        assert torch.allclose(torch.tensor(g.logprobs), fresh, atol=1e-4), (kind, role)
+        assert torch.allclose(t, fresh, atol=1e-4), (kind, role)
+        unmasked = torch.log_softmax(logits[len(g.prompt_ids) - 1:-1] / TEMPERATURE, -1)
+        assert (fresh - unmasked.gather(1, ids[0][:, None])[:, 0]).max() > 0.1  # the mask really renormalised
