@@ -102,8 +102,9 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
             if self._scored_rows is None:
                 raise RuntimeError("a constrained batch scored without its rows' roles")
             logits_to_keep = args[0] if args else kwargs["logits_to_keep"]
-            return self._masked_logps(model, input_ids, attention_mask, logits_to_keep,
-                                      kwargs.get("batch_size") or input_ids.size(0), kwargs.get("compute_entropy", False))
+            chunk = kwargs.get("batch_size") or input_ids.size(0)
+            return self._masked_logps(model, input_ids, attention_mask, logits_to_keep, chunk,
+                                      kwargs.get("compute_entropy", False))
         return super()._get_per_token_logps_and_entropies(
             _WithPositionIds(model), input_ids, attention_mask, *args, **kwargs)
 

@@ -124,7 +124,7 @@ def test_sft_tokens_are_the_rollout_tokens(tiny_policy: PolicyModel) -> None:
     tok = tiny_policy.tokenizer
 
     class Teacher(PolicyModel):
-        def generate_ids(self, prompts, sampling, *, truncated=None, row_seeds=None):  # type: ignore[override]
+        def generate_ids(self, prompts, sampling, **kwargs):  # type: ignore[override]
             text = next(replies)
             ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
             return [Generation(text=text, prompt_ids=list(prompts[0]), completion_ids=ids, logprobs=[0.0] * len(ids))]

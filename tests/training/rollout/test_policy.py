@@ -149,9 +149,9 @@ def test_garbage_model_output_becomes_invalid_action(wide_policy: PolicyModel) -
     policy = wide_policy
 
     class Garbage(PolicyModel):
-        def generate_ids(self, prompts, sampling, *, truncated=None, row_seeds=None):  # type: ignore[override]
+        def generate_ids(self, prompts, sampling, **kwargs):  # type: ignore[override]
             return [g.__class__(**{**g.__dict__, "text": "}{ not json ```"})
-                    for g in super().generate_ids(prompts, sampling, truncated=truncated, row_seeds=row_seeds)]
+                    for g in super().generate_ids(prompts, sampling, **kwargs)]
 
     garbage = Garbage(model=policy.model, tokenizer=policy.tokenizer, device="cpu")
     garbage.max_positions = policy.max_positions
