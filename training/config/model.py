@@ -35,7 +35,8 @@ class SamplingConfig(BaseModel):
     ``do_sample=False`` is greedy decoding (temperature, top_p and top_k are then ignored).
     ``top_k=0`` disables top-k filtering; ``top_p=1.0`` disables nucleus filtering.
     ``seed`` seeds torch's generator once per ``generate`` call (None leaves it alone).
-    ``constrained`` decodes each reply under its role's action grammar (``training.rollout.grammar``).
+    ``constrained`` decodes each reply under its role's action grammar (``training.rollout.grammar``);
+    ``kv_cache`` is the hf engine's cache (``static``: compiled decoding on a GPU).
     """
 
     model_config = STRICT
@@ -50,6 +51,10 @@ class SamplingConfig(BaseModel):
     do_sample: bool = Field(default=True, description="Sample (true) or decode greedily (false).")
     seed: Optional[int] = Field(default=None, description=(
         "Seeds torch's generator once per generate call; None leaves the generator alone."))
+    kv_cache: Literal["dynamic", "static"] = Field(default="dynamic", description=(
+        "The hf engine's KV cache: dynamic (grows with the batch) or static (preallocated for the batch's longest "
+        "sequence; on a GPU transformers then compiles the decoding step, CUDA graphs through torch.compile). "
+        "The same tokens and log-probs either way; vLLM keeps its own paged cache."))
     constrained: bool = Field(default=False, description=(
         "Decode each reply under its role's action grammar (one JSON action, canonical field order): tokens "
         "outside it get probability zero and the trainer scores under the same mask (hf engine only)."))

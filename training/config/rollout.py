@@ -70,6 +70,9 @@ class RolloutConfig(BaseModel):
             raise ValueError("rollout.engine=vllm runs in Ray rollout workers: set rollout.backend=ray")
         if self.engine == "vllm" and self.sampling.constrained:
             raise ValueError("rollout.sampling.constrained decodes with the hf engine: set rollout.engine=hf")
+        if self.engine == "vllm" and self.sampling.kv_cache != "dynamic":
+            raise ValueError("rollout.sampling.kv_cache is the hf engine's (vLLM pages its own): set rollout.engine=hf "
+                             "or leave kv_cache dynamic")
         if self.max_staleness and self.backend != "ray":
             raise ValueError("rollout.max_staleness>0 plays ahead on Ray rollout workers: set rollout.backend=ray "
                              "(the in-process backend plays on-policy only)")

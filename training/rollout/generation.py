@@ -102,6 +102,8 @@ def explicit_generation_config(sampling: SamplingConfig, *, max_new_tokens: int,
     # generate's own warpers off (the global default top_k=50 included): sampling_processors applies them.
     chosen: dict[str, Any] = dict(do_sample=sampling.do_sample, max_new_tokens=max_new_tokens,
                                   temperature=1.0, top_p=1.0, top_k=0)
+    if sampling.kv_cache == "static":  # preallocated; generate compiles the decoding step on a GPU
+        chosen["cache_implementation"] = "static"
     return GenerationConfig(**neutral, **chosen, eos_token_id=list(eos), pad_token_id=pad,
                             return_dict_in_generate=True)
 

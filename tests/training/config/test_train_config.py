@@ -393,3 +393,12 @@ def test_branch_groups_config_and_the_scoring_temperature() -> None:
         with pytest.raises((ConfigError, ValueError)) as err:
             load_train_config(None, bad)
         assert ("group_by" in str(err.value)) or ("other_share" in str(err.value)) or ("temperature" in str(err.value))
+
+
+def test_the_static_kv_cache_is_the_hf_engines():
+    from pydantic import ValidationError
+
+    from training.config.rollout import RolloutConfig
+
+    with pytest.raises(ValidationError, match="kv_cache is the hf engine's"):
+        RolloutConfig(backend="ray", engine="vllm", sampling={"temperature": 1.0, "kv_cache": "static"})

@@ -386,3 +386,23 @@ def test_constrained_sampling_is_scored_exactly_by_the_trainer(standin, tmp_path
         assert torch.allclose(t, fresh, atol=1e-4), (kind, role)
         unmasked = torch.log_softmax(logits[len(g.prompt_ids) - 1:-1] / TEMPERATURE, -1)
         assert (fresh - unmasked.gather(1, ids[0][:, None])[:, 0]).max() > 0.1  # the mask really renormalised
+
+
+@pytest.mark.slow
+def test_a_static_kv_cache_samples_what_the_dynamic_one_does(standin):
+    """``sampling.kv_cache: static`` (compiled decoding on a GPU) draws the same tokens with the same log-probs as
+    the dynamic cache, on a left-padded batch, for each model family."""
+    import torch
+
+    from training.config.model import SamplingConfig
+
+    kind, path = standin
+    policy = _policy(path)
+    prompts = [policy.encode_chat(chat) for chat in CHATS]
+    dynamic = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=24)
+    static = dynamic.model_copy(update={"kv_cache": "static"})
+    a = policy.generate_ids(prompts, dynamic, row_seeds=[1, 2, 3])
+    b = policy.generate_ids(prompts, static, row_seeds=[1, 2, 3])
+    for x, y in zip(a, b):
+        assert x.completion_ids == y.completion_ids, kind
+        assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4), kind

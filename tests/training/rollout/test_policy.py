@@ -114,6 +114,17 @@ def test_logprobs_match_teacher_forcing(policy: PolicyModel) -> None:
         assert torch.allclose(expected, torch.tensor(gen.logprobs), atol=1e-4)
 
 
+def test_static_kv_cache_draws_the_same_tokens_and_logprobs(policy: PolicyModel) -> None:
+    dynamic = SamplingConfig(max_new_tokens=MAX_NEW, temperature=0.7)
+    static = dynamic.model_copy(update={"kv_cache": "static"})
+    prompts = [policy.encode_chat(chat) for chat in CHATS]
+    seeds = list(range(len(prompts)))
+    for a, b in zip(policy.generate_ids(prompts, dynamic, row_seeds=seeds),
+                    policy.generate_ids(prompts, static, row_seeds=seeds)):
+        assert a.completion_ids == b.completion_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+
+
 def test_greedy_is_deterministic(policy: PolicyModel) -> None:
     greedy = SamplingConfig(do_sample=False, max_new_tokens=MAX_NEW)
     first, second = policy.generate(CHATS, greedy), policy.generate(CHATS, greedy)
