@@ -8,6 +8,7 @@
 # the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
 # rollout.engine=vllm.
 # figures: pytest -m gpu (tests/training/test_cuda_path.py needs only torch and transformers), then bench sync,
+# bench generate (decoding at batch 128 with each KV cache against the card's bandwidth),
 # bench engines (vLLM too when .venv-vllm exists) and bench train at rollout.max_staleness 0 and 1 (the built
 # model when there is one, else the embedded default), written with the card's name to $OUT/gpu_figures.md
 # (OUT unset: LOG_DIR/gpu_figures.md).  It installs nothing: on a node without network, set up first from a
@@ -63,6 +64,7 @@ if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
   MODEL=(); [ -d "$MODEL_DIR" ] && MODEL=(--model "$MODEL_DIR")
   TRAIN_MODEL=(); [ -d "$MODEL_DIR" ] && TRAIN_MODEL=("model=$MODEL_DIR")
   STEPS=("-m pytest -q -m gpu tests" "-m training.cli bench sync --shape 0.5b"
+         "-m training.cli bench generate ${MODEL[*]} --batch 128 --prompt-tokens 512 --new-tokens 64"
          "-m training.cli bench engines ${MODEL[*]} $ENGINES --episodes 32 --workers 1"
          "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda ${TRAIN_MODEL[*]}")
   if dry_run; then

@@ -82,8 +82,9 @@ BENCH_OPTIONS = {
     "train": (["--config", "c.yaml", "--steps", "2", "grpo.beta=0.1", "rollout.num_workers=1"],
               dict(config="c.yaml", steps=2, overrides=["grpo.beta=0.1", "rollout.num_workers=1"]),
               dict(config="configs/train/default.yaml", steps=4, overrides=[])),
-    "generate": (["--episodes", "5", "--role", "lab_manager", "--model", "m"],
-                 dict(episodes=5, role="lab_manager", model="m"), dict(episodes=18, role="scientist", model=None)),
+    "generate": (["--episodes", "5", "--role", "lab_manager", "--model", "m", "--batch", "4", "--new-tokens", "8"],
+                 dict(episodes=5, role="lab_manager", model="m", batch=4, new_tokens=8),
+                 dict(episodes=0, role="scientist", model=None, batch=32, prompt_tokens=256, new_tokens=64)),
     "generate-memory": (["--vocab", "1000", "--batch", "2", "--new-tokens", "3"],
                         dict(vocab=1000, batch=2, new_tokens=3), dict(vocab=150_000, batch=64, new_tokens=256)),
     "engines": (["--episodes", "4", "--workers", "2", "--engines", "vllm", "--model", "m"],
@@ -137,10 +138,17 @@ def test_bench_rollout_plays_the_episodes_given(capsys, policy_wide_model_dir):
     assert "\nbound " in out and "\ninprocess " in out and "ray x1" not in out
 
 
-def test_bench_generate_plays_the_episodes_given(capsys, policy_wide_model_dir):
-    assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "--episodes", "2",
-                 "--role", "lab_manager"]) == 0
+def test_bench_generate_decodes_with_both_caches_and_plays_the_episodes_given(capsys, policy_wide_model_dir):
+    assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "--episodes", "2", "--role",
+                 "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6"]) == 0
     out = capsys.readouterr().out
+    assert "batch 3, 16 prompt tokens, up to 6 new tokens" in out and "copy bandwidth" in out
+    rows = {line.split()[0]: [float(x.replace(",", "")) for x in line.split()[1:]]
+            for line in out.splitlines() if line.startswith(("dynamic ", "static "))}
+    assert set(rows) == {"dynamic", "static"}
+    for tokens_per_s, steps_per_s, mb_per_step, gb_per_s, share in rows.values():
+        assert tokens_per_s >= steps_per_s > 0 and mb_per_step > 0 and share > 0
+        assert abs(gb_per_s - mb_per_step * steps_per_s / 1e3) <= 0.01 + 0.02 * gb_per_s
     assert "role lab_manager, 2 episodes" in out and "one at a time:" in out and "speedup:" in out
 
 

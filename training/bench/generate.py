@@ -1,10 +1,18 @@
-"""``replicalab bench generate``: batched generation across N episodes vs one episode at a time.
+"""``replicalab bench generate``: how fast ``PolicyModel`` decodes a batch, against its device's bandwidth limit.
 
-    replicalab bench generate [--episodes 18] [--role scientist] [--model DIR]
+    replicalab bench generate [--model DIR] [--batch 32] [--prompt-tokens 256] [--new-tokens 64]
+                              [--episodes 0] [--role scientist]
 
-Both ways play the same validation jobs with greedy decoding and the same append-only chats: one at a
-time (the baseline) is ``ModelAgent`` inside ``run_episode``; batched is ``training.rollout.play.play_jobs``
-(one ``generate`` call per step for all episodes).  Prints episodes/s both ways and the speedup ratio.
+Decoding: ``--batch`` prompts of ``--prompt-tokens`` token ids (drawn from the vocabulary, seeded) sampled at 1.0
+for up to ``--new-tokens``, once with the dynamic KV cache (the baseline) and once with the static one
+(``sampling.kv_cache``; compiled decoding on a GPU), each timed after a warm-up call of the same shape.  Per cache:
+tokens/s, decoding steps/s, the bytes a step reads (weights and the KV cache so far) and the share of the
+device's measured copy bandwidth those steps use (``training.bench.decode``).
+
+With ``--episodes N``: also the same validation jobs played two ways with greedy decoding and the same
+append-only chats: one at a time (the baseline, ``ModelAgent`` inside ``run_episode``) and batched
+(``training.rollout.play.play_jobs``, one ``generate`` call per step for all episodes); episodes/s both ways and
+the speedup.
 """
 
 from __future__ import annotations
@@ -15,13 +23,15 @@ import time
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from replicalab.seats import ROLES
-from training.argtypes import positive_int
+from training.argtypes import int_at_least, positive_int
 
 if TYPE_CHECKING:
     from training.rollout.policy import PolicyModel
     from training.rollout.records import EpisodeJob
 
-DEFAULT_EPISODES = 18
+#: Decoding defaults: a batch of 32 prompts of 256 tokens, up to 64 new tokens each.
+DEFAULT_BATCH, DEFAULT_PROMPT_TOKENS, DEFAULT_NEW_TOKENS = 32, 256, 64
+KV_CACHES = ("dynamic", "static")
 
 
 def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[str, float]:
@@ -55,32 +65,68 @@ def bench(policy: PolicyModel, role: str, jobs: Sequence[EpisodeJob]) -> dict[st
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--episodes", type=positive_int, default=DEFAULT_EPISODES,
-                        help="validation episodes played each way (default %(default)s)")
+    parser.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH, help="prompts decoded together")
+    parser.add_argument("--prompt-tokens", type=positive_int, default=DEFAULT_PROMPT_TOKENS, help="tokens per prompt")
+    parser.add_argument("--new-tokens", type=positive_int, default=DEFAULT_NEW_TOKENS, help="tokens per reply, at most")
+    parser.add_argument("--episodes", type=int_at_least(0), default=0,
+                        help="also play this many validation episodes one at a time and batched (default 0: not)")
     parser.add_argument("--role", choices=ROLES, default="scientist", help="the seat the model plays")
     parser.add_argument("--model", default=None, help="checkpoint dir (default: the embedded model)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Time both ways on ``args.episodes`` validation jobs and print the rates."""
+    """Decode ``args.batch`` prompts with each KV cache (and play ``args.episodes`` episodes both ways) and print
+    the rates."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from training.model.default import resolve_default_model
+    from training.model.model_path import check_model_path
+    from training.rollout.policy import PolicyModel
+
+    model_dir = check_model_path(args.model) if args.model else str(resolve_default_model())
+    policy = PolicyModel(model_dir)
+    print(f"model {model_dir} on {policy.device}: batch {args.batch}, {args.prompt_tokens} prompt tokens, up to "
+          f"{args.new_tokens} new tokens, sampled at 1.0")
+    _decode(policy, args.batch, args.prompt_tokens, args.new_tokens)
+    if args.episodes:
+        _episodes(policy, args.role, args.episodes)
+    return 0
+
+
+def _decode(policy: PolicyModel, batch: int, prompt_tokens: int, new_tokens: int) -> None:
+    import random
+
+    from training.bench.decode import copy_bandwidth, decode_rates
+    from training.config.model import SamplingConfig
+
+    special = set(policy.tokenizer.all_special_ids)
+    vocab = [t for t in range(len(policy.tokenizer)) if t not in special]
+    rng = random.Random(0)
+    prompts = [[rng.choice(vocab) for _ in range(min(prompt_tokens, policy.prompt_budget(SamplingConfig(
+        max_new_tokens=new_tokens))))] for _ in range(batch)]
+    bandwidth = copy_bandwidth(policy.device)
+    print(f"device copy bandwidth {bandwidth / 1e9:,.1f} GB/s")
+    print(f"{'KV cache':<10}{'tokens/s':>12}{'steps/s':>10}{'MB read per step':>18}{'GB/s read':>11}"
+          f"{'share of bandwidth':>20}")
+    for cache in KV_CACHES:
+        sampling = SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, kv_cache=cache)
+        r = decode_rates(policy, prompts, sampling)
+        print(f"{cache:<10}{r['tokens_per_s']:>12,.0f}{r['steps_per_s']:>10,.1f}{r['bytes_per_step'] / 1e6:>18,.2f}"
+              f"{r['read_bytes_per_s'] / 1e9:>11,.2f}{r['read_bytes_per_s'] / bandwidth:>20.3f}")
+
+
+def _episodes(policy: PolicyModel, role: str, episodes: int) -> None:
     from replicalab import VALIDATION_SEEDS
     from replicalab.scenarios import cells
-    from training.model.default import resolve_default_model
-    from training.rollout.policy import PolicyModel
     from training.rollout.records import episode_jobs
 
-    model_dir = args.model or str(resolve_default_model())
-    policy = PolicyModel(model_dir)
     grid = cells()
-    seeds = list(VALIDATION_SEEDS)[: -(-args.episodes // len(grid))]
-    jobs = episode_jobs(grid, seeds, args.role, limit=args.episodes)
-    result = bench(policy, args.role, jobs)
-    print(f"model {model_dir} on {policy.device}, role {args.role}, {result['episodes']} episodes")
+    seeds = list(VALIDATION_SEEDS)[: -(-episodes // len(grid))]
+    jobs = episode_jobs(grid, seeds, role, limit=episodes)
+    result = bench(policy, role, jobs)
+    print(f"role {role}, {result['episodes']} episodes")
     print(f"one at a time: {result['sequential_eps']:.2f} episodes/s")
     print(f"batched:       {result['batched_eps']:.2f} episodes/s")
     print(f"speedup:       {result['speedup']:.2f}x")
-    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

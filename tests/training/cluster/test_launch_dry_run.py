@@ -152,7 +152,9 @@ def test_gpu_check_all_stages_in_order(tmp_path: Path) -> None:
     cli = [c[c.index("training.cli") + 1:] for c in commands if "training.cli" in c]
     assert [c[:2] for c in cli] == [["build-default-model", "--out"], ["train", "--config"], ["eval", "--config"],
                                     ["bench", "engines"], ["train", "--config"], ["bench", "sync"],
-                                    ["bench", "engines"], ["bench", "train"]]
+                                    ["bench", "generate"], ["bench", "engines"], ["bench", "train"]]
+    generate = [c for c in cli if c[:2] == ["bench", "generate"]][0]
+    assert generate[generate.index("--batch") + 1] == "128"
     assert cli[0][-4:] == ["--config", "configs/model/gpu.yaml", "sft.lm_steps=5", "n_train_seeds=2"]
     trains = [c for c in cli if c[0] == "train"]
     assert all(c[-1] == "grpo.max_steps=3" for c in trains)
