@@ -1,7 +1,7 @@
 """Constrained decoding (``rollout.sampling.constrained``): every model reply is decoded under its role's action
 grammar, so it is one JSON object of the role's action, in the canonical field order.
 
-The grammar is the role's action model as a JSON schema (``action_schema``: properties in
+The grammar is the role's action model as a JSON schema (``_schema_json``: properties in
 ``replicalab.parsing.field_order``, no other keys, defaults optional), compiled by llguidance for the model's
 tokenizer.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
 logits-processor chain, before temperature, top-k and top-p); a stop token is allowed only where the object is
@@ -16,6 +16,7 @@ parser's and the environment's; a reply cut by ``max_new_tokens`` before its obj
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
@@ -30,16 +31,17 @@ ACTION_MODELS = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
 #: The longest string the grammar lets a reply write (characters; the scripted seats' longest, a Lab Manager's
 #: explanation, is under 250): a reply cannot spend its token budget on one string and be cut before it closes.
 MAX_TEXT_CHARS = 256
-#: llguidance's JSON options: the separators ``format_action`` writes; JSON whitespace between values stays
-#: allowed (with ``whitespace_flexible`` off, llguidance 1.9's mask drops some multi-lexeme tokens the grammar
-#: accepts, such as the embedded tokenizer's ``"feasible":true,``).
+#: llguidance's JSON options: the separators ``format_action`` writes and at most one space between values.  Not
+#: none: with no whitespace allowed llguidance 1.9's mask drops some multi-lexeme tokens the grammar accepts (the
+#: embedded tokenizer's ``"feasible":true,``); not any: a reply could then pad with whitespace until its budget
+#: runs out instead of closing the object.
 JSON_OPTIONS = {"item_separator": ",", "key_separator": ":", "whitespace_pattern": "[ ]?"}
 
 
 @lru_cache(maxsize=None)
 def _schema_json(role: str) -> str:
-    import json
-
+    """The JSON schema a ``role`` reply is decoded under: the action model's, properties in canonical order,
+    no other keys, strings capped."""
     model = ACTION_MODELS[role]
     schema = model.model_json_schema()
     schema["properties"] = {name: _capped(schema["properties"][name]) for name in field_order(model)}
@@ -54,13 +56,6 @@ def _capped(prop: dict[str, Any]) -> dict[str, Any]:
     if prop.get("type") == "array" and prop.get("items", {}).get("type") == "string":
         return {**prop, "items": {**prop["items"], "maxLength": MAX_TEXT_CHARS}}
     return prop
-
-
-def action_schema(role: str) -> dict[str, Any]:
-    """The JSON schema a ``role`` reply is decoded under: the action model's, properties in canonical order."""
-    import json
-
-    return json.loads(_schema_json(role))
 
 
 class ActionGrammar:
