@@ -148,7 +148,7 @@ def test_bench_generate_decodes_with_both_caches_and_plays_the_episodes_given(ca
     assert set(rows) == {"dynamic", "static"}
     for tokens_per_s, steps_per_s, mb_per_step, gb_per_s, share in rows.values():
         assert tokens_per_s >= steps_per_s > 0 and mb_per_step > 0 and share > 0
-        assert abs(gb_per_s - mb_per_step * steps_per_s / 1e3) <= 0.01 + 0.02 * gb_per_s
+        assert abs(gb_per_s - mb_per_step * steps_per_s / 1e3) <= 0.03 * gb_per_s + mb_per_step * 0.1 / 1e3
     assert "role lab_manager, 2 episodes" in out and "one at a time:" in out and "speedup:" in out
 
 

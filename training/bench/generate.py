@@ -111,7 +111,7 @@ def _decode(policy: PolicyModel, batch: int, prompt_tokens: int, new_tokens: int
         sampling = SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, kv_cache=cache)
         r = decode_rates(policy, prompts, sampling)
         print(f"{cache:<10}{r['tokens_per_s']:>12,.0f}{r['steps_per_s']:>10,.1f}{r['bytes_per_step'] / 1e6:>18,.2f}"
-              f"{r['read_bytes_per_s'] / 1e9:>11,.2f}{r['read_bytes_per_s'] / bandwidth:>20.3f}")
+              f"{r['read_bytes_per_s'] / 1e9:>11.3g}{r['read_bytes_per_s'] / bandwidth:>20.3g}")
 
 
 def _episodes(policy: PolicyModel, role: str, episodes: int) -> None:
