@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import torch
 from trl import GRPOTrainer
 
+from replicalab.seats import ROLES
 from training.rollout.grammar import ActionGrammar
 from training.trainer.advantages import RoleBaseline
 from training.trainer.distributed import gather_to_main
@@ -34,9 +35,9 @@ from training.trainer.grpo_maths import (correction_metrics, correction_sums, co
                                          mismatch_metrics, mismatch_sums, process_share, rollout_correction)
 from training.trainer.rollouts import REWARD_KEY
 
-#: The column of a generation batch that holds each row's role (``ROLES`` index), for the grammar's masks.
+#: The column of a generation batch that holds each row's role (``replicalab.seats.ROLES`` index), for the
+#: grammar's masks.
 GRAMMAR_ROLE_KEY = "grammar_role"
-ROLES = ("scientist", "lab_manager")
 #: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
 MISMATCH_WARN_NATS = 1e-2
 
@@ -151,7 +152,8 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
             output = self._score_generation(inputs)
         finally:
             self._scored_rows = None
-        output[GRAMMAR_ROLE_KEY] = torch.tensor([ROLES.index(r) for r in roles], device=output["completion_ids"].device)
+        output[GRAMMAR_ROLE_KEY] = torch.tensor([ROLES.index(r) for r in roles],
+                                                device=output["completion_ids"].device)
         return output
 
     def _score_generation(self, inputs):
