@@ -43,7 +43,8 @@ WRITTEN_LAST: dict[type[BaseModel], tuple[str, ...]] = {LabManagerAction: ("expl
 Action = Union[ScientistAction, LabManagerAction]
 ParseResult = Union[ScientistAction, LabManagerAction, InvalidAction]
 
-_MODELS: dict[str, type[BaseModel]] = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
+#: The action model of each role.
+ACTION_MODELS: dict[str, type[BaseModel]] = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
 _ACTION_TYPES: dict[str, type[Enum]] = {
     "scientist": ScientistActionType,
     "lab_manager": LabManagerActionType,
@@ -163,7 +164,7 @@ def _validate(obj: dict[str, Any], role: str) -> Action | str:
         return f"invalid {label} action: action_type: {kind!r} is not one of {', '.join(allowed)}"
     data = dict(obj, action_type=enum_type(kind))
     try:
-        return _MODELS[role].model_validate(data, strict=True)  # type: ignore[return-value]
+        return ACTION_MODELS[role].model_validate(data, strict=True)  # type: ignore[return-value]
     except ValidationError as exc:
         return f"invalid {label} action: {_condense(exc)}"
 
@@ -176,7 +177,7 @@ def parse_action(text: Any, role: AgentRole) -> ParseResult:
     ``LabManagerAction``.  Never raises for any ``text``; only an unknown ``role`` (a caller bug)
     raises ``ValueError``.
     """
-    if not isinstance(role, str) or role not in _MODELS:
+    if not isinstance(role, str) or role not in ACTION_MODELS:
         raise ValueError(f"role must be 'scientist' or 'lab_manager', got {role!r}")
     if not isinstance(text, str):
         return InvalidAction(role=role, error=f"expected model text (str), got {type(text).__name__}")

@@ -33,7 +33,7 @@ from replicalab.models import (
     ScientistActionType,
     ScientistObservation,
 )
-from replicalab.parsing import field_order, format_action
+from replicalab.parsing import ACTION_MODELS, field_order, format_action
 from replicalab.dialogue import render_protocol, suggestion_in
 
 PromptObservation = Union[ScientistObservation, LabManagerObservation]
@@ -71,7 +71,6 @@ _EXAMPLES: dict[str, Callable[[], BaseModel]] = {
         reagents_ok=True, schedule_ok=True, staff_ok=True, explanation="The plan fits the lab.",
     ),
 }
-_ACTION_MODELS: dict[str, type[BaseModel]] = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
 
 
 def default_count_tokens(text: str) -> int:
@@ -117,7 +116,7 @@ def _docstring_rules(model: type[BaseModel]) -> list[str]:
 @lru_cache(maxsize=None)
 def system_prompt(role: str) -> str:
     """The constant system message for ``role`` ("scientist" or "lab_manager")."""
-    model = _ACTION_MODELS[role]
+    model = ACTION_MODELS[role]
     lines = [
         f"You are the {_ROLE_NAMES[role]} in ReplicaLab, a negotiation over an experiment protocol.",
         f"Goal: {_GOALS[role]}",

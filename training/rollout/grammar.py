@@ -23,11 +23,7 @@ from typing import Any, Optional, Sequence
 import torch
 from transformers import LogitsProcessor
 
-from replicalab.parsing import field_order
-from replicalab.models import LabManagerAction, ScientistAction
-
-#: The action model each role's replies are decoded as.
-ACTION_MODELS = {"scientist": ScientistAction, "lab_manager": LabManagerAction}
+from replicalab.parsing import ACTION_MODELS, field_order
 #: The longest string the grammar lets a reply write (characters; the scripted seats' longest, a Lab Manager's
 #: explanation, is under 250): a reply cannot spend its token budget on one string and be cut before it closes.
 MAX_TEXT_CHARS = 256

@@ -12,11 +12,10 @@ import torch
 
 from replicalab import ReplicaLabEnv, run_episode
 from replicalab.lab import LAB_POLICIES
-from replicalab.parsing import field_order, format_action, parse_action
+from replicalab.parsing import ACTION_MODELS, field_order, format_action, parse_action
 from replicalab.scenarios import cells
 from replicalab.seats import scripted_agent
 from replicalab.seeds import VALIDATION_SEEDS
-from training.rollout.grammar import ACTION_MODELS, ActionGrammar
 
 SCIENTISTS = ("naive", "reader+defender+asker", "asker")
 
