@@ -24,6 +24,7 @@ import torch
 from transformers import LogitsProcessor
 
 from replicalab.parsing import ACTION_MODELS, field_order
+from training.errors import UserInputError
 #: The longest string the grammar lets a reply write (characters; the scripted seats' longest, a Lab Manager's
 #: explanation, is under 250): a reply cannot spend its token budget on one string and be cut before it closes.
 MAX_TEXT_CHARS = 256
@@ -65,6 +66,9 @@ class ActionGrammar:
         import llguidance
         import llguidance.hf
 
+        if not getattr(tokenizer, "is_fast", False):
+            raise UserInputError("rollout.sampling.constrained needs a fast (tokenizers-backed) tokenizer; "
+                                 f"{type(tokenizer).__name__} is not one")
         self.stop = torch.tensor(sorted(set(int(t) for t in stop_token_ids)), dtype=torch.long)
         self.vocab_size = int(vocab_size)
         self.llg = llguidance.hf.from_tokenizer(tokenizer, n_vocab=max(self.vocab_size, len(tokenizer)),

@@ -118,3 +118,14 @@ def test_a_constrained_run_refuses_the_vllm_engine():
     with pytest.raises(ValidationError, match="constrained decodes with the hf engine"):
         RolloutConfig(backend="ray", engine="vllm", sampling={"temperature": 1.0, "constrained": True})
     assert RolloutConfig(sampling={"temperature": 1.0, "constrained": True}).sampling.constrained
+
+
+def test_constrained_decoding_needs_a_fast_tokenizer():
+    from training.errors import UserInputError
+    from training.rollout.grammar import ActionGrammar
+
+    class Slow:
+        is_fast = False
+
+    with pytest.raises(UserInputError, match="fast"):
+        ActionGrammar(Slow(), [2], 10)
