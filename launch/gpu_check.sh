@@ -7,11 +7,14 @@
 # engines: sets up the vLLM environment (launch/setup_vllm.sh) if missing, compares the rollout engines on
 # the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
 # rollout.engine=vllm.
-# figures: pytest -m gpu (tests/training/test_cuda_path.py needs only torch and transformers), then bench sync,
-# bench generate (decoding at batch 128 with each KV cache against the card's bandwidth),
-# bench engines (vLLM too when .venv-vllm exists) and bench train at rollout.max_staleness 0 and 1 (the built
-# model when there is one, else the embedded default), written with the card's name to $OUT/gpu_figures.md
-# (OUT unset: LOG_DIR/gpu_figures.md).  It installs nothing: on a node without network, set up first from a
+# figures: bench generate (decoding at batch 128 with each KV cache against the card's bandwidth: the embedded default, a
+# random model of Qwen2.5-0.5B's shape and the built model when there is one), bench train in-process on
+# gpu-embedded.yaml (step times, and the planner's memory estimate against the measured peaks), pytest -m gpu
+# (tests/training/test_cuda_path.py needs only torch and transformers) and, where Ray is
+# installed, bench sync, bench engines (vLLM too when .venv-vllm exists) and bench train at rollout.max_staleness
+# 0 and 1.  Each step's output goes to $OUT/gpu_figures.md (OUT unset: LOG_DIR/gpu_figures.md) with the card's name,
+# then a table of every step's status and seconds (whole logs: LOG_DIR/figures-N.log); the stage fails when a step fails.  A step runs at most
+# STEP_TIMEOUT_S seconds (default 900).  It installs nothing: on a node without network, set up first from a
 # wheelhouse (WHEELHOUSE=DIR bash launch/setup.sh).
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
 # Dry run: REPLICALAB_DRY_RUN=1 prints the commands of the chosen stages (the CUDA check, builds, training,
@@ -61,22 +64,39 @@ if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
   # no setup here (a node without network runs this stage): vLLM joins the engines bench when its environment exists
   ENGINES="--engines hf"; [ -x .venv-vllm/bin/python ] && ENGINES="--engines hf vllm"
   FIGURES="${OUT:-$LOGS}/gpu_figures.md"
-  MODEL=(); [ -d "$MODEL_DIR" ] && MODEL=(--model "$MODEL_DIR")
-  TRAIN_MODEL=(); [ -d "$MODEL_DIR" ] && TRAIN_MODEL=("model=$MODEL_DIR")
-  STEPS=("-m pytest -q -m gpu tests" "-m training.cli bench sync --shape 0.5b"
-         "-m training.cli bench generate ${MODEL[*]} --batch 128 --prompt-tokens 512 --new-tokens 64"
-         "-m training.cli bench engines ${MODEL[*]} $ENGINES --episodes 32 --workers 1"
-         "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda ${TRAIN_MODEL[*]}")
+  BUILT=(); [ -d "$MODEL_DIR" ] && BUILT=("$MODEL_DIR")
+  TRAIN_MODEL="model=${BUILT[0]:-default}"
+  RAY_STEPS=("-m training.cli bench sync --shape 0.5b"
+             "-m training.cli bench engines ${BUILT[*]/#/--model } $ENGINES --episodes 32 --workers 1"
+             "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda $TRAIN_MODEL")
+  STEPS=("-m training.cli bench generate --model default shape:0.5b ${BUILT[*]} --batch 128 --prompt-tokens 512 --new-tokens 64"
+         "-m training.cli bench train --config configs/train/gpu-embedded.yaml --steps 3 $TRAIN_MODEL"
+         "-m pytest -q -m gpu tests"
+         "${RAY_STEPS[@]}")
   if dry_run; then
     # shellcheck disable=SC2086  # each step is a list of words
     for step in "${STEPS[@]}"; do run "$PY" $step; done
   else
+    HAS_RAY=1; "$PY" -c "import ray" 2>/dev/null || HAS_RAY=0
+    SUMMARY=(); FAILED=0; N=0
     { echo "# GPU figures, $(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
       for step in "${STEPS[@]}"; do
-        echo; echo "## python $step"; echo '```'
-        # shellcheck disable=SC2086  # each step is a list of words
-        "$PY" $step 2>&1 | grep -v -e Warning -e warnings.warn | tail -25 || true
+        echo; echo "## python $step"
+        if [[ $HAS_RAY == 0 && " ${RAY_STEPS[*]} " == *" $step "* ]]; then
+          echo "skipped: Ray is not installed"; SUMMARY+=("| $step | skipped: no Ray | - |"); continue
+        fi
         echo '```'
-      done; } | tee "$FIGURES"
+        started=$SECONDS; N=$((N + 1))
+        # shellcheck disable=SC2086  # each step is a list of words
+        rc=0; timeout "${STEP_TIMEOUT_S:-900}" "$PY" $step > "$LOGS/figures-$N.log" 2>&1 || rc=$?
+        grep -v -e Warning -e warnings.warn "$LOGS/figures-$N.log" | tail -40
+        echo '```'
+        status=ok; [ "$rc" = 0 ] || { status="FAILED (exit $rc)"; FAILED=1; }
+        SUMMARY+=("| $step | $status | $((SECONDS - started)) |")
+      done
+      echo; echo "## Summary"; echo; echo "| step | status | seconds |"; echo "|---|---|---|"
+      printf '%s\n' "${SUMMARY[@]}"
+      echo "$FAILED" > "$LOGS/figures.failed"; } | tee "$FIGURES"
+    [ "$(cat "$LOGS/figures.failed")" = 0 ] || { echo "figures: a step failed (see $FIGURES)" >&2; exit 1; }
   fi
 fi

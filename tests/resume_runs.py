@@ -37,11 +37,12 @@ ROUNDED_KEYS = ("train/loss", "train/grad_norm")
 
 
 def comparable_rows(path: Path) -> list[dict]:
-    """A JSONL log's rows without timing fields and per-session aggregates (``ROUNDED_KEYS`` at ``LOSS_DECIMALS``)."""
+    """A JSONL log's rows without timing and memory fields (a resumed process's allocator starts afresh) and
+    per-session aggregates (``ROUNDED_KEYS`` at ``LOSS_DECIMALS``)."""
     rows = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        kept = {k: v for k, v in row.items() if not k.startswith("time/") and k not in SESSION_KEYS}
+        kept = {k: v for k, v in row.items() if not k.startswith(("time/", "memory/")) and k not in SESSION_KEYS}
         for key in ROUNDED_KEYS:
             if isinstance(kept.get(key), float):
                 kept[key] = round(kept[key], LOSS_DECIMALS) + 0.0

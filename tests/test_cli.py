@@ -138,18 +138,26 @@ def test_bench_rollout_plays_the_episodes_given(capsys, policy_wide_model_dir):
     assert "\nbound " in out and "\ninprocess " in out and "ray x1" not in out
 
 
-def test_bench_generate_decodes_with_both_caches_and_plays_the_episodes_given(capsys, policy_wide_model_dir):
-    assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "--episodes", "2", "--role",
-                 "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6"]) == 0
+def test_bench_generate_decodes_each_model_with_both_caches_and_plays_the_episodes_given(capsys,
+                                                                                         policy_wide_model_dir):
+    """One row per model, KV cache and sampler (a shape stand-in too), rates that agree with each other."""
+    assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "shape:tiny", "--episodes", "2",
+                 "--role", "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6"]) == 0
     out = capsys.readouterr().out
     assert "batch 3, 16 prompt tokens, up to 6 new tokens" in out and "copy bandwidth" in out
-    rows = {line.split()[0]: [float(x.replace(",", "")) for x in line.split()[1:]]
-            for line in out.splitlines() if line.startswith(("dynamic ", "static "))}
-    assert set(rows) == {"dynamic", "static"}
-    for tokens_per_s, steps_per_s, mb_per_step, gb_per_s, share in rows.values():
+    rows = [line.split() for line in out.splitlines() if " per-row " in line or " shared " in line]
+    assert [(r[1], r[2]) for r in rows] == [("dynamic", "per-row"), ("static", "per-row"), ("static", "shared")] * 2
+    assert rows[-1][0] == "shape:tiny" and rows[0][3] != rows[-1][3]  # the stand-in's own parameter count
+    for row in rows:
+        tokens_per_s, steps_per_s, mb_per_step, gb_per_s, share = (float(x.replace(",", "")) for x in row[4:])
         assert tokens_per_s >= steps_per_s > 0 and mb_per_step > 0 and share > 0
         assert abs(gb_per_s - mb_per_step * steps_per_s / 1e3) <= 0.03 * gb_per_s + mb_per_step * 0.1 / 1e3
     assert "role lab_manager, 2 episodes" in out and "one at a time:" in out and "speedup:" in out
+
+
+def test_bench_generate_refuses_an_unknown_shape_in_one_line(capsys):
+    assert main(["bench", "generate", "--model", "shape:7b"]) == 2
+    assert "unknown shape 'shape:7b'; known: shape:0.5b, shape:tiny" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -62,10 +62,11 @@ def kv_bytes_per_token(model: Any) -> int:
     return 2 * cfg.num_hidden_layers * kv_heads * head_dim * element
 
 
-def decode_rates(policy: Any, prompts: list[list[int]], sampling: Any) -> dict[str, float]:
+def decode_rates(policy: Any, prompts: list[list[int]], sampling: Any, row_seeds: bool = True) -> dict[str, float]:
     """Time one ``generate_ids`` call on ``prompts`` (after a warm-up call of the same shape: compilation and
-    allocation are not timed): tokens/s, decoding steps/s and the bytes per second those steps read."""
-    seeds = list(range(len(prompts)))
+    allocation are not timed): tokens/s, decoding steps/s and the bytes per second those steps read.
+    ``row_seeds``: each row samples from a generator of its own, as rollouts do (else one shared generator)."""
+    seeds = list(range(len(prompts))) if row_seeds else None
     policy.generate_ids(prompts, sampling, row_seeds=seeds)
     _sync(policy.device)
     tick = time.perf_counter()

@@ -5,6 +5,8 @@ directory and prints the mean per-step breakdown: weight sync, generation, envir
 and Ray overhead) and optimizer (TRL's loss, backward and step), with each as a share of the step.
 ``--staleness 0 1`` runs it once per ``rollout.max_staleness`` in the same invocation and compares the step
 times (at 1 the rollouts of the next step play while the learner trains: the step approaches max(play, learn)).
+On CUDA it also prints the planner's memory estimate for the learner's GPU (``replicalab preflight``) next to the
+run's peak allocated and reserved memory (``memory/peak_*_gib``): whether the estimate is the upper bound it claims.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from training.argtypes import positive_int
 DEFAULT_CONFIG = "configs/train/default.yaml"
 DEFAULT_STEPS = 4
 PARTS = ("time/weight_sync_s", "time/generation_s", "time/environment_s", "time/optimizer_s")
+PEAKS = ("memory/peak_allocated_gib", "memory/peak_reserved_gib")
 WEIGHT_SYNC_TARGET = 0.05
 
 
@@ -36,7 +39,23 @@ def run_bench_train(config: str, overrides: Sequence[str] = (), steps: int = DEF
         rows = [json.loads(line) for line in (Path(tmp) / cfg.run_name / "metrics.jsonl").read_text().splitlines()]
     # the first step pays for warm-up (worker start, first forward): report the rest when there is a rest
     per_part = {p: [r[p] for r in rows if p in r] for p in (*PARTS, "time/step_s", "time/play_s")}
-    return {p: statistics.fmean(v[1:] if len(v) > 1 else v) for p, v in per_part.items() if v}
+    result = {p: statistics.fmean(v[1:] if len(v) > 1 else v) for p, v in per_part.items() if v}
+    peaks = {p: max(r[p] for r in rows if p in r) for p in PEAKS if any(p in r for r in rows)}
+    if peaks:
+        result.update(peaks, **{"memory/estimate_gib": _planned_gib(cfg)})
+    return result
+
+
+def _planned_gib(cfg) -> float:
+    """The planner's estimate for the learner's GPU (device 0) of ``cfg`` on this machine's first GPU."""
+    import torch
+
+    from training.cluster.preflight import preflight
+    from training.cluster.resources import ClusterResources
+
+    total = torch.cuda.get_device_properties(0).total_memory / 2**30
+    plan = preflight(cfg, ClusterResources(gpus=1, gpu_memory_gib=total), log=False)
+    return sum(load.memory_gib or 0.0 for load in plan.gpu_loads if (load.node, load.gpu) == (0, 0))
 
 
 def print_bench_train(result: dict[str, float], config: str = DEFAULT_CONFIG, steps: int = DEFAULT_STEPS) -> None:
@@ -48,6 +67,11 @@ def print_bench_train(result: dict[str, float], config: str = DEFAULT_CONFIG, st
     print(f"  {'step':<14} {total:8.3f} s")
     share = result.get("time/weight_sync_s", 0.0) / total
     print(f"  weight sync is {100 * share:.1f}% of the step (target <= {100 * WEIGHT_SYNC_TARGET:.0f}%)")
+    if "memory/estimate_gib" in result:
+        estimate, reserved = result["memory/estimate_gib"], result["memory/peak_reserved_gib"]
+        print(f"  GPU memory: planner estimate {estimate:.2f} GiB; peak allocated "
+              f"{result['memory/peak_allocated_gib']:.2f} GiB, peak reserved {reserved:.2f} GiB: the estimate "
+              + ("bounds both" if reserved <= estimate else "is EXCEEDED"))
 
 
 def print_staleness(results: dict[int, dict[str, float]]) -> None:

@@ -151,10 +151,13 @@ def test_gpu_check_all_stages_in_order(tmp_path: Path) -> None:
                        BUILD_ARGS="sft.lm_steps=5 n_train_seeds=2")
     cli = [c[c.index("training.cli") + 1:] for c in commands if "training.cli" in c]
     assert [c[:2] for c in cli] == [["build-default-model", "--out"], ["train", "--config"], ["eval", "--config"],
-                                    ["bench", "engines"], ["train", "--config"], ["bench", "sync"],
-                                    ["bench", "generate"], ["bench", "engines"], ["bench", "train"]]
+                                    ["bench", "engines"], ["train", "--config"], ["bench", "generate"],
+                                    ["bench", "train"], ["bench", "sync"], ["bench", "engines"], ["bench", "train"]]
     generate = [c for c in cli if c[:2] == ["bench", "generate"]][0]
     assert generate[generate.index("--batch") + 1] == "128"
+    assert generate[generate.index("--model") + 1:generate.index("--batch")] == ["default", "shape:0.5b"]
+    planner = [c for c in cli if c[:2] == ["bench", "train"]][0]  # in-process on the card: the planner's bound
+    assert planner[2:6] == ["--config", "configs/train/gpu-embedded.yaml", "--steps", "3"]
     assert cli[0][-4:] == ["--config", "configs/model/gpu.yaml", "sft.lm_steps=5", "n_train_seeds=2"]
     trains = [c for c in cli if c[0] == "train"]
     assert all(c[-1] == "grpo.max_steps=3" for c in trains)
