@@ -88,8 +88,8 @@ def test_new_weights_load_into_a_cuda_policy(policy_coin_model_dir):
 
 
 def test_the_planner_estimate_bounds_what_a_cuda_step_allocates(cuda_run):
-    """Tensors stay under the estimate less its CUDA overhead (context and workspaces are not allocations), and
-    what the caching allocator reserved under the whole estimate."""
+    """What the tensors took and what the caching allocator reserved, both under the estimate (its CUDA overhead
+    holds cuBLAS's workspaces, which are allocations)."""
     from training.cluster.memory import CUDA_OVERHEAD_GIB
     from training.cluster.preflight import preflight
     from training.cluster.resources import ClusterResources
@@ -99,5 +99,5 @@ def test_the_planner_estimate_bounds_what_a_cuda_step_allocates(cuda_run):
     plan = preflight(cfg, ClusterResources(gpus=1, gpu_memory_gib=total_gib), log=False)
     estimate = sum(load.memory_gib or 0.0 for load in plan.gpu_loads)
     assert estimate > CUDA_OVERHEAD_GIB, "the plan estimated no GPU memory for a CUDA run"
-    assert allocated <= estimate - CUDA_OVERHEAD_GIB, f"allocated {allocated:.3f} GiB, estimated {estimate:.3f} GiB"
+    assert allocated <= estimate, f"allocated {allocated:.3f} GiB, estimated {estimate:.3f} GiB"
     assert reserved <= estimate, f"reserved {reserved:.3f} GiB, estimated {estimate:.3f} GiB"

@@ -8,7 +8,8 @@ number comes from, and ``MemoryEstimate`` keeps the parts apart so the plan can 
 - Learner, full fine-tuning: weights and gradients at the learner's dtype (``dtype``: float32, so they are the
   master copy; 16-bit full fine-tuning is refused by the config) + Adam's two fp32 moments per parameter, divided
   by the learner processes when they shard (FSDP FULL_SHARD / ZeRO-3), + a reference copy when ``grpo.beta > 0``,
-  + activations and logits of one micro-batch (computed in 16 bits under bf16 mixed precision), + CUDA overhead.
+  + activations and logits of one micro-batch (``ModelShape.layer_activation_bytes``: the layer's real widths,
+  norms in float32), + the caching allocator's slack on them (``ALLOCATOR_SLACK``), + CUDA overhead.
 - Learner, LoRA: the frozen base weights at the learner's dtype (bfloat16 on cuda by default) + fp32 adapters with
   their gradients and Adam moments (the reference is the base with adapters off: no copy), + activations,
   + overhead.
@@ -36,10 +37,15 @@ CUDA_OVERHEAD_GIB = 1.5
 #: Tokens of a seat's first observation (system prompt + brief or lab): at most 3270 characters over
 #: every template and difficulty (measured), ~820 tokens at 4 characters per token; rounded up.
 EPISODE_PROMPT_TOKENS = 1024
-#: Activation bytes per token, hidden unit and layer of a 16-bit transformer layer whose attention
-#: scores are not stored (SDPA / flash attention): 34 (Korthikanti et al. 2022, "Reducing Activation
-#: Recomputation in Large Transformer Models", eq. 2 without the 5as/h term).
-LAYER_ACTIVATION_BYTES = 34
+#: Bytes per element of what mixed precision keeps in float32: the residual stream and the RMSNorms (transformers
+#: computes them in float32), whatever the compute dtype.
+NORM_BYTES = 4
+#: The caching allocator holds more than the tensors it serves (blocks split and cached as a step's shapes change):
+#: reserved memory beyond the allocated, as a fraction of the step's changing parts (activations, KV cache).  On
+#: one H100, an in-process step of gpu-embedded.yaml on the embedded default reserved 14.25 GiB for 10.39 GiB
+#: allocated (0.4 of its changing parts) without expandable segments; the learner now turns them on
+#: (``training.trainer.run``), which keeps the excess small.
+ALLOCATOR_SLACK = 0.25
 #: The completion logits and their gradient, both in the model dtype (TRL's fused log-softmax keeps no
 #: fp32 copy on GPU).
 LOGIT_COPIES = 2
@@ -64,6 +70,8 @@ class ModelShape:
     kv_heads: int
     head_dim: int
     dtype_bytes: Optional[int] = None  # from config.json's dtype, when it names one
+    heads: int = 0  # attention heads (0: as many as the KV heads)
+    intermediate: int = 0  # the MLP's inner width (0: 4 x hidden)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "ModelShape":
@@ -80,11 +88,26 @@ class ModelShape:
         embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", False) else 2)
         dtype = str(config.get("dtype") or config.get("torch_dtype") or "").replace("torch.", "")
         return cls(params=layers * per_layer + embeddings + hidden, hidden=hidden, layers=layers, vocab=vocab,
-                   kv_heads=kv_heads, head_dim=head_dim, dtype_bytes=DTYPE_BYTES.get(dtype))
+                   kv_heads=kv_heads, head_dim=head_dim, dtype_bytes=DTYPE_BYTES.get(dtype), heads=heads,
+                   intermediate=inter)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         """KV-cache bytes one token takes: keys and values of every layer."""
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+    def layer_activation_bytes(self, dtype_bytes: int) -> int:
+        """Bytes one token of one decoder layer keeps for the backward pass (Llama / Qwen2 / Mistral: two RMSNorms,
+        attention through SDPA, which stores no score matrix, and a gated MLP), computing at ``dtype_bytes``:
+        - each RMSNorm: its float32 input and output (``NORM_BYTES``);
+        - attention: the q, k and v projections' inputs (each linear casts its own), their outputs and the rotary
+          embedding's, the attention output and the output projection's input;
+        - MLP: the gate and up projections' inputs, both outputs, the activation and the product."""
+        h, i = self.hidden, self.intermediate or 4 * self.hidden
+        q, kv = (self.heads or self.kv_heads) * self.head_dim, self.kv_heads * self.head_dim
+        norms = 2 * 2 * h * NORM_BYTES
+        attention = (3 * h + 2 * (q + 2 * kv) + 2 * q) * dtype_bytes
+        mlp = (2 * h + 4 * i) * dtype_bytes
+        return norms + attention + mlp
 
 
 def read_model_shape(model_dir: str | Path) -> Optional[ModelShape]:
@@ -159,12 +182,13 @@ def learner_memory(*, params: int, weights_gib: float, dtype_bytes: int, lora: b
         activations = copy_gib * FALLBACK_ACTIVATION_FRACTION
     else:
         stored_layers = 1 if gradient_checkpointing else shape.layers
-        layer_bytes = tokens * shape.hidden * LAYER_ACTIVATION_BYTES * stored_layers
-        checkpoints = tokens * shape.hidden * dtype_bytes * shape.layers if gradient_checkpointing else 0
+        layer_bytes = tokens * shape.layer_activation_bytes(dtype_bytes) * stored_layers
+        checkpoints = tokens * shape.hidden * NORM_BYTES * shape.layers if gradient_checkpointing else 0
         logits = micro_batch * completion_tokens * shape.vocab * dtype_bytes * LOGIT_COPIES
         activations = (layer_bytes + checkpoints + logits) / GIB
     return MemoryEstimate(weights=weights, gradients=grads, optimizer=optimizer, reference=ref,
-                          activations=activations, kv_cache=rollout_kv_gib, overhead=CUDA_OVERHEAD_GIB)
+                          activations=activations * (1 + ALLOCATOR_SLACK),
+                          kv_cache=rollout_kv_gib * (1 + ALLOCATOR_SLACK), overhead=CUDA_OVERHEAD_GIB)
 
 
 def rollout_kv_gib(*, episodes: int, context_tokens: int, dtype_bytes: int, shape: Optional[ModelShape],

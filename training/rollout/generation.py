@@ -23,6 +23,7 @@ the renormalised, truncated distribution and is higher than TRL's by ``-log(kept
 from __future__ import annotations
 
 import logging
+import random
 from typing import Any, Optional, Sequence
 
 import torch
@@ -158,23 +159,27 @@ class StepLogprobs(LogitsProcessor):
 
 
 class RowSampler(LogitsProcessor):
-    """After ``StepLogprobs``: draw each row's next token from its processed distribution with a generator of its
-    own (``torch.multinomial`` with ``torch.Generator().manual_seed(row_seed)``) and leave only that token
-    finite, so ``generate``'s greedy step takes it.  A row's tokens then depend on its seed and its own
-    distribution only, not on the batch it shares or on the row it sits in: an episode samples the same
-    whether it runs in this process or on any Ray worker, and each turn draws from a stream of its own."""
+    """After ``StepLogprobs``: draw each row's next token from its processed distribution with a random stream of
+    its own and leave only that token finite, so ``generate``'s greedy step takes it.
+
+    A row's ``t``-th token is the inverse CDF of its distribution (float64 cumulative sums) at the ``t``-th number
+    of ``random.Random(row_seed)``: one number per row and step on the host, one batched search on the device, so a
+    step costs the same few kernels whatever the batch (a ``torch.multinomial`` per row costs a launch and a
+    device sync each).  A row's tokens then depend on its seed and its own distribution only, not on the batch it
+    shares, the row it sits in or the device: an episode samples the same whether it runs in this process or on
+    any Ray worker, and each turn draws from a stream of its own.  Tokens of probability zero (masked, filtered)
+    are never drawn: the search takes the first token whose cumulative sum exceeds the number."""
 
     def __init__(self, row_seeds: Sequence[int]) -> None:
-        self.row_seeds = list(row_seeds)
-        self.generators: Optional[list[torch.Generator]] = None
+        self.streams = [random.Random(seed) for seed in row_seeds]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.generators is None:
-            self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in self.row_seeds]
-        probs = torch.softmax(scores.float(), dim=-1)
-        picks = torch.cat([torch.multinomial(probs[row], 1, generator=g) for row, g in enumerate(self.generators)])
+        uniforms = torch.tensor([stream.random() for stream in self.streams], dtype=torch.float64)
+        cdf = torch.softmax(scores.double(), dim=-1).cumsum_(dim=-1)
+        targets = uniforms.to(scores.device, non_blocking=True).unsqueeze(1) * cdf[:, -1:]
+        picks = torch.searchsorted(cdf, targets, side="right").clamp_(max=scores.shape[-1] - 1)
         chosen = torch.full_like(scores, float("-inf"))
-        return chosen.scatter_(1, picks.unsqueeze(1), 0.0)
+        return chosen.scatter_(1, picks, 0.0)
 
 
 def end_of_turn_id(tokenizer: Any) -> Optional[int]:

@@ -30,6 +30,8 @@ from training.trainer.export import save_final
 
 logger = logging.getLogger(__name__)
 FINAL_DIR = "final"
+#: The CUDA caching allocator's settings of a run unless PYTORCH_CUDA_ALLOC_CONF says otherwise.
+ALLOC_CONF = "expandable_segments:True"
 #: What a run writes before its first step (the resolved config, the Ray session record, the W&B run's id and
 #: files): a directory holding nothing else is a run that stopped before anything ran (a refused plan, a
 #: signal while loading) and may be started again.
@@ -105,6 +107,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, command: str | None = N
         from transformers.trainer_utils import enable_full_determinism
 
         enable_full_determinism(cfg.seed)
+    # before any CUDA work too: a step's tensors change shape every step (episodes end at different lengths), and
+    # expandable segments keep what the allocator reserves close to what it serves (training.cluster.memory)
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", ALLOC_CONF)
     device = build.device(cfg)
     learner = init_learner(device, timeout_s=cfg.learner.timeout_seconds, deepspeed=cfg.learner.sharding == "zero3")
     barrier()  # every process checked the run directory before the main one changes it
