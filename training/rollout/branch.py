@@ -8,9 +8,10 @@ the trunk's model turns before that turn (``EpisodeJob.prefix``: the same tokens
 own reply at the decision and plays on with the live policy to the end.  The G replies share the state exactly,
 and their rewards differ only through the reply and what follows it.
 
-Which turn a group branches at (``choose_branch``): a Scientist turn at which a skill's trigger shows
-(``replicalab.skill_use``) when the trunk has one, else (and with probability ``other_share`` even then) another
-turn of the trained role, uniformly.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
+Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one, else
+(and with probability ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
+the turns at which a skill's trigger shows (``replicalab.skill_use``); a Lab Manager's, the turns at which the
+lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
 
 Which tokens train: with ``reply_only`` a branch's trajectory is its branched reply alone (the prefix is its
@@ -31,11 +32,14 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
+from replicalab.lab_chances import repair_chances
 from replicalab.skill_use import skill_chances
 from training.rollout.records import EpisodeJob, RolloutRecord
 
-#: ``EpisodeJob.branch`` of a group branched at a turn that is no skill's chance.
+#: ``EpisodeJob.branch`` of a group branched at a turn that is no chance of its role.
 OTHER_TURN = "turn"
+#: ``EpisodeJob.branch`` of a Lab Manager group branched where the lab's check fails the plan.
+REPAIR = "repair"
 #: The trunk collect's seed is the step's seed plus this (its turns never share a stream with the branches').
 TRUNK_SEED_OFFSET = 7_777_777
 
@@ -55,13 +59,16 @@ def role_turns(record: RolloutRecord, role: str) -> int:
 
 def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random) -> tuple[str, int]:
     """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
-    skill's chance (kind: the skill) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the trained seat
-    generated nothing (the group is a whole-episode group)."""
+    chance of the role (kind: the skill, or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the
+    trained seat generated nothing (the group is a whole-episode group)."""
     role = trunk.job.role
     n = role_turns(trunk, role)
     if n == 0:
         return "", 0
-    chances = {c.turn: c.skill for c in skill_chances(trunk.log) if c.turn < n} if role == "scientist" else {}
+    if role == "scientist":
+        chances = {c.turn: c.skill for c in skill_chances(trunk.log) if c.turn < n}
+    else:
+        chances = {turn: REPAIR for turn in repair_chances(trunk.log) if turn < n}
     others = [t for t in range(n) if t not in chances]
     if chances and (not others or rng.random() >= other_share):
         turn = rng.choice(sorted(chances))

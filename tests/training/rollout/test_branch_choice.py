@@ -104,3 +104,26 @@ def test_the_decision_explains_the_reward_variance_between_its_answers_only() ->
     by_continuation = [("read", True, 5.0, 1), ("read", True, 1.0, 1), ("read", False, 5.0, 1), ("read", False, 1.0, 1)]
     assert explained_share(by_continuation) == pytest.approx(0.0)
     assert explained_share(by_decision + by_continuation) == pytest.approx(0.5)
+
+
+def test_a_lab_manager_group_branches_where_the_lab_check_fails_the_plan() -> None:
+    """A Lab Manager trunk branches at a repair chance (kind ``repair``) unless it draws another turn."""
+    from replicalab.lab_chances import repair_chances
+    from training.rollout.branch import REPAIR
+
+    trunks = []
+    for seed in range(20):
+        log = run_episode(ReplicaLabEnv(), SkilledScientist(), seed=seed, template="cell_biology", difficulty="hard")
+        turns = tuple(ModelTurn("lab_manager", (seed, k), (-0.5,), "{}") for k, t in
+                      enumerate(t for t in log.turns if t.role == "lab_manager"))
+        job = EpisodeJob(job_id=0, seed=seed, template="cell_biology", difficulty="hard", role="lab_manager", group=0)
+        trunks.append(RolloutRecord(job=job, log=log, trajectory=None, model_turns=turns))
+    with_chance = [t for t in trunks if repair_chances(t.log)]
+    assert with_chance
+    for trunk in with_chance:
+        chances = set(repair_chances(trunk.log))
+        for s in range(6):
+            assert choose_branch(trunk, 0.0, random.Random(s)) in {(REPAIR, t) for t in chances}
+        if len(trunk.model_turns) > len(chances):
+            kind, turn = choose_branch(trunk, 1.0, random.Random(0))
+            assert kind == OTHER_TURN and turn not in chances
