@@ -7,15 +7,15 @@
 # engines: sets up the vLLM environment (launch/setup_vllm.sh) if missing, compares the rollout engines on
 # the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
 # rollout.engine=vllm.
-# figures: bench generate (decoding at batch 128 with each KV cache against the card's bandwidth: the embedded default, a
-# random model of Qwen2.5-0.5B's shape and the built model when there is one), bench train in-process on
-# gpu-embedded.yaml (step times, and the planner's memory estimate against the measured peaks), pytest -m gpu
-# (tests/training/test_cuda_path.py needs only torch and transformers) and, where Ray is
-# installed, bench sync, bench engines (vLLM too when .venv-vllm exists) and bench train at rollout.max_staleness
-# 0 and 1.  Each step's output goes to $OUT/gpu_figures.md (OUT unset: LOG_DIR/gpu_figures.md) with the card's name,
-# then a table of every step's status and seconds (whole logs: LOG_DIR/figures-N.log); the stage fails when a step fails.  A step runs at most
-# STEP_TIMEOUT_S seconds (default 900).  It installs nothing: on a node without network, set up first from a
-# wheelhouse (WHEELHOUSE=DIR bash launch/setup.sh).
+# figures: bench generate (decoding at batch 128 with each KV cache against the card's bandwidth, and a profile of
+# one static-cache call: the embedded default, a random model of Qwen2.5-0.5B's shape and the built model when there
+# is one), bench train in-process on gpu-embedded.yaml (step times, and the planner's memory estimate against the
+# measured peaks), pytest -m gpu (tests/training/test_cuda_path.py needs only torch and transformers) and, where Ray
+# is installed, bench sync, bench engines (vLLM too when .venv-vllm exists) and bench train at
+# rollout.max_staleness 0 and 1.  Each step's output goes to $OUT/gpu_figures.md (OUT unset: LOG_DIR/gpu_figures.md)
+# with the card's name, then a table of every step's status and seconds (whole logs: LOG_DIR/figures-N.log); the
+# stage fails when a step fails.  A step runs at most STEP_TIMEOUT_S seconds (default 900).  It installs nothing:
+# on a node without network, set up first from a wheelhouse (WHEELHOUSE=DIR bash launch/setup.sh).
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
 # Dry run: REPLICALAB_DRY_RUN=1 prints the commands of the chosen stages (the CUDA check, builds, training,
 # evaluation, benches, copies into LOG_DIR) instead of running them; nothing is written (launch/dry_run.sh).
@@ -69,7 +69,7 @@ if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
   RAY_STEPS=("-m training.cli bench sync --shape 0.5b"
              "-m training.cli bench engines ${BUILT[*]/#/--model } $ENGINES --episodes 32 --workers 1"
              "-m training.cli bench train --staleness 0 1 --steps 4 rollout.backend=ray rollout.num_workers=1 device=cuda $TRAIN_MODEL")
-  STEPS=("-m training.cli bench generate --model default shape:0.5b ${BUILT[*]} --batch 128 --prompt-tokens 512 --new-tokens 64"
+  STEPS=("-m training.cli bench generate --model default shape:0.5b ${BUILT[*]} --batch 128 --prompt-tokens 512 --new-tokens 64 --profile"
          "-m training.cli bench train --config configs/train/gpu-embedded.yaml --steps 3 $TRAIN_MODEL"
          "-m pytest -q -m gpu tests"
          "${RAY_STEPS[@]}")

@@ -142,10 +142,10 @@ def test_bench_generate_decodes_each_model_with_both_caches_and_plays_the_episod
                                                                                          policy_wide_model_dir):
     """One row per model, KV cache and sampler (a shape stand-in too), rates that agree with each other."""
     assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "shape:tiny", "--episodes", "2",
-                 "--role", "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6"]) == 0
+                 "--role", "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "batch 3, 16 prompt tokens, up to 6 new tokens" in out and "copy bandwidth" in out
-    rows = [line.split() for line in out.splitlines() if " per-row " in line or " shared " in line]
+    rows = [words for words in map(str.split, out.splitlines()) if len(words) == 9 and words[2] in ("per-row", "shared")]
     assert [(r[1], r[2]) for r in rows] == [("dynamic", "per-row"), ("static", "per-row"), ("static", "shared")] * 2
     assert rows[-1][0] == "shape:tiny" and rows[0][3] != rows[-1][3]  # the stand-in's own parameter count
     for row in rows:
@@ -153,6 +153,7 @@ def test_bench_generate_decodes_each_model_with_both_caches_and_plays_the_episod
         assert tokens_per_s >= steps_per_s > 0 and mb_per_step > 0 and share > 0
         assert abs(gb_per_s - mb_per_step * steps_per_s / 1e3) <= 0.03 * gb_per_s + mb_per_step * 0.1 / 1e3
     assert "role lab_manager, 2 episodes" in out and "one at a time:" in out and "speedup:" in out
+    assert out.count("static KV cache, per-row streams: one call profiled:") == 2 and "aten::" in out
 
 
 def test_bench_generate_refuses_an_unknown_shape_in_one_line(capsys):

@@ -80,3 +80,28 @@ def decode_rates(policy: Any, prompts: list[list[int]], sampling: Any, row_seeds
     per_step = weight_bytes(policy.model) + kv_read
     return {"seconds": seconds, "tokens": tokens, "steps": steps, "tokens_per_s": tokens / seconds,
             "steps_per_s": steps / seconds, "bytes_per_step": per_step, "read_bytes_per_s": per_step * steps / seconds}
+
+
+#: ``profile_decode``: the operators printed, by their own time on the device (on CPU: on the host).
+PROFILE_ROWS = 20
+
+
+def profile_decode(policy: Any, prompts: list[list[int]], sampling: Any) -> str:
+    """One ``generate_ids`` call on ``prompts`` (after a warm-up of the same shape) under ``torch.profiler``: the
+    table of the operators that took the most time, and the wall time of the whole call beside their sum."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    seeds = list(range(len(prompts)))
+    policy.generate_ids(prompts, sampling, row_seeds=seeds)
+    _sync(policy.device)
+    cuda = torch.device(policy.device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        tick = time.perf_counter()
+        policy.generate_ids(prompts, sampling, row_seeds=seeds)
+        _sync(policy.device)
+        wall = time.perf_counter() - tick
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort, row_limit=PROFILE_ROWS)
+    return f"one call profiled: {wall:.3f} s wall (profiler on)\n{table}"

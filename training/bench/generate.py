@@ -15,6 +15,9 @@ warm-up call of the same shape.  Per line:
 tokens/s, decoding steps/s, the bytes a step reads (weights and the KV cache so far) and the share of the
 device's measured copy bandwidth those steps use (``training.bench.decode``).
 
+With ``--profile``: one static-cache call per model under ``torch.profiler`` (the operators that took the most
+device time: where a decoding step's time goes).
+
 With ``--episodes N``: also the same validation jobs played two ways with greedy decoding and the same
 append-only chats: one at a time (the baseline, ``ModelAgent`` inside ``run_episode``) and batched
 (``training.rollout.play.play_jobs``, one ``generate`` call per step for all episodes); episodes/s both ways and
@@ -82,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int_at_least(0), default=0,
                         help="also play this many validation episodes one at a time and batched (default 0: not)")
     parser.add_argument("--role", choices=ROLES, default="scientist", help="the seat the model plays")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one static-cache call per model (torch.profiler: the operators that took "
+                             "the most device time, host time on CPU)")
     parser.add_argument("--model", nargs="+", default=["default"], type=_model_arg,
                         help="models decoded in turn: checkpoint dirs, 'default' (the embedded model) or shape:NAME, "
                              "a random bfloat16 model of a named shape (" + ", ".join(_shape_names()) + ")")
@@ -114,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             policy = _load(model, tmp)
             bandwidth = bandwidth or _print_header(policy.device)
             _decode(policy, model, bandwidth, args.batch, args.prompt_tokens, args.new_tokens)
+            if args.profile:
+                _profile(policy, model, args.batch, args.prompt_tokens, args.new_tokens)
             if args.episodes and index == 0:
                 _episodes(policy, args.role, args.episodes)
             del policy
@@ -148,16 +156,10 @@ def _print_header(device: object) -> float:
 
 
 def _decode(policy: PolicyModel, name: str, bandwidth: float, batch: int, prompt_tokens: int, new_tokens: int) -> None:
-    import random
-
     from training.bench.decode import decode_rates
     from training.config.model import SamplingConfig
 
-    special = set(policy.tokenizer.all_special_ids)
-    vocab = [t for t in range(len(policy.tokenizer)) if t not in special]
-    rng = random.Random(0)
-    prompts = [[rng.choice(vocab) for _ in range(min(prompt_tokens, policy.prompt_budget(SamplingConfig(
-        max_new_tokens=new_tokens))))] for _ in range(batch)]
+    prompts = _prompts(policy, batch, prompt_tokens, new_tokens)
     params = sum(p.numel() for p in policy.model.parameters())
     label = name if len(name) < 16 else "..." + name[-12:]
     for cache, per_row in ROWS:
@@ -166,6 +168,28 @@ def _decode(policy: PolicyModel, name: str, bandwidth: float, batch: int, prompt
         print(f"{label:<16}{cache:<10}{'per-row' if per_row else 'shared':<9}{params / 1e6:>8.1f}M{r['tokens_per_s']:>12,.0f}{r['steps_per_s']:>10,.1f}"
               f"{r['bytes_per_step'] / 1e6:>18,.2f}{r['read_bytes_per_s'] / 1e9:>11.3g}"
               f"{r['read_bytes_per_s'] / bandwidth:>20.3g}", flush=True)
+
+
+def _prompts(policy: PolicyModel, batch: int, prompt_tokens: int, new_tokens: int) -> list[list[int]]:
+    """``batch`` prompts of ``prompt_tokens`` ids drawn from the vocabulary (seeded; no special tokens), cut to fit."""
+    import random
+
+    from training.config.model import SamplingConfig
+
+    special = set(policy.tokenizer.all_special_ids)
+    vocab = [t for t in range(len(policy.tokenizer)) if t not in special]
+    rng = random.Random(0)
+    budget = policy.prompt_budget(SamplingConfig(max_new_tokens=new_tokens))
+    return [[rng.choice(vocab) for _ in range(min(prompt_tokens, budget))] for _ in range(batch)]
+
+
+def _profile(policy: PolicyModel, name: str, batch: int, prompt_tokens: int, new_tokens: int) -> None:
+    from training.bench.decode import profile_decode
+    from training.config.model import SamplingConfig
+
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, kv_cache="static")
+    print(f"{name}, static KV cache, per-row streams: " + profile_decode(
+        policy, _prompts(policy, batch, prompt_tokens, new_tokens), sampling), flush=True)
 
 
 def _episodes(policy: PolicyModel, role: str, episodes: int) -> None:
