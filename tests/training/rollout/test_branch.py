@@ -8,7 +8,8 @@ import pytest
 
 from training.config.model import SamplingConfig
 from training.model.default import default_model_dir
-from training.rollout.branch import BranchCollector, branch_metrics, branch_turn, choose_branch, role_turns
+from training.rollout.branch import (OTHER_TURN, REPAIR, BranchCollector, branch_metrics, branch_turn, choose_branch,
+                                     role_turns)
 from training.rollout.contract import RolloutSpec
 from training.rollout.inprocess import InProcessBackend
 from training.rollout.records import EpisodeJob
@@ -107,7 +108,10 @@ def test_branch_groups_on_two_ray_workers_equal_the_in_process_result(ray_cluste
 
 def test_a_lab_manager_group_in_self_play_branches_at_one_of_its_own_turns() -> None:
     """Both seats are the policy: a Lab Manager group replays the trunk (every model turn of both seats) up to
-    one of the Lab Manager's turns, and its replies there are the Lab Manager's, each the whole trajectory."""
+    one of the Lab Manager's turns (a repair chance when the trunk has one), and its replies there are the Lab
+    Manager's, each the whole trajectory."""
+    from replicalab.lab_chances import repair_chances
+
     spec = RolloutSpec(model=str(default_model_dir()), scientist="policy", lab_manager="policy", sampling=SAMPLING)
     backend = InProcessBackend(spec, torch_threads=1)
     try:
@@ -118,12 +122,15 @@ def test_a_lab_manager_group_in_self_play_branches_at_one_of_its_own_turns() -> 
             group = records[g * G:(g + 1) * G]
             k = branch_turn(group[0].job)
             assert {branch_turn(r.job) for r in group} == {k} and k < role_turns(trunk, "lab_manager")
+            chances = [t for t in repair_chances(trunk.log) if t < role_turns(trunk, "lab_manager")]
+            assert group[0].job.branch == (REPAIR if chances else OTHER_TURN) and (k in chances or not chances)
             cut = len(group[0].job.prefix)
             assert {t.role for t in group[0].job.prefix} <= {"scientist", "lab_manager"}
             for r in group:
                 assert r.model_turns[:cut] == trunk.model_turns[:cut] and r.model_turns[cut].role == "lab_manager"
                 assert r.trajectory.prompt_ids == group[0].trajectory.prompt_ids
                 assert r.trajectory.completion_ids == list(r.model_turns[cut].completion_ids)
-        assert branch_metrics(records)["branch/groups/turn"] == 2
+        metrics = branch_metrics(records)
+        assert metrics.get(f"branch/groups/{REPAIR}", 0) + metrics.get(f"branch/groups/{OTHER_TURN}", 0) == 2
     finally:
         backend.close()
