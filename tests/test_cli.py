@@ -142,10 +142,12 @@ def test_bench_generate_decodes_each_model_with_both_caches_and_plays_the_episod
                                                                                          policy_wide_model_dir):
     """One row per model, KV cache and sampler (a shape stand-in too), rates that agree with each other."""
     assert main(["bench", "generate", "--model", str(policy_wide_model_dir), "shape:tiny", "--episodes", "2",
-                 "--role", "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6", "--profile"]) == 0
+                 "--role", "lab_manager", "--batch", "3", "--prompt-tokens", "16", "--new-tokens", "6",
+                 "--profile"]) == 0
     out = capsys.readouterr().out
     assert "batch 3, 16 prompt tokens, up to 6 new tokens" in out and "copy bandwidth" in out
-    rows = [words for words in map(str.split, out.splitlines()) if len(words) == 9 and words[2] in ("per-row", "shared")]
+    rows = [words for words in map(str.split, out.splitlines())
+            if len(words) == 9 and words[2] in ("per-row", "shared")]
     assert [(r[1], r[2]) for r in rows] == [("dynamic", "per-row"), ("static", "per-row"), ("static", "shared")] * 2
     assert rows[-1][0] == "shape:tiny" and rows[0][3] != rows[-1][3]  # the stand-in's own parameter count
     for row in rows:

@@ -150,8 +150,8 @@ def _print_header(device: object) -> float:
 
     bandwidth = copy_bandwidth(device)
     print(f"device {device}: copy bandwidth {bandwidth / 1e9:,.1f} GB/s")
-    print(f"{'model':<16}{'KV cache':<10}{'sampler':<9}{'params':>9}{'tokens/s':>12}{'steps/s':>10}{'MB read per step':>18}"
-          f"{'GB/s read':>11}{'share of bandwidth':>20}")
+    print(f"{'model':<16}{'KV cache':<10}{'sampler':<9}{'params':>9}{'tokens/s':>12}{'steps/s':>10}"
+          f"{'MB read per step':>18}{'GB/s read':>11}{'share of bandwidth':>20}")
     return bandwidth
 
 
@@ -165,8 +165,9 @@ def _decode(policy: PolicyModel, name: str, bandwidth: float, batch: int, prompt
     for cache, per_row in ROWS:
         sampling = SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, kv_cache=cache)
         r = decode_rates(policy, prompts, sampling, row_seeds=per_row)
-        print(f"{label:<16}{cache:<10}{'per-row' if per_row else 'shared':<9}{params / 1e6:>8.1f}M{r['tokens_per_s']:>12,.0f}{r['steps_per_s']:>10,.1f}"
-              f"{r['bytes_per_step'] / 1e6:>18,.2f}{r['read_bytes_per_s'] / 1e9:>11.3g}"
+        sampler = "per-row" if per_row else "shared"
+        print(f"{label:<16}{cache:<10}{sampler:<9}{params / 1e6:>8.1f}M{r['tokens_per_s']:>12,.0f}"
+              f"{r['steps_per_s']:>10,.1f}{r['bytes_per_step'] / 1e6:>18,.2f}{r['read_bytes_per_s'] / 1e9:>11.3g}"
               f"{r['read_bytes_per_s'] / bandwidth:>20.3g}", flush=True)
 
 

@@ -167,8 +167,9 @@ class RowSampler(LogitsProcessor):
     step costs the same few kernels whatever the batch (a ``torch.multinomial`` per row costs a launch and a
     device sync each).  A row's tokens then depend on its seed and its own distribution only, not on the batch it
     shares or the row it sits in (its numbers are drawn on the host, whatever the device): an episode samples the
-    same whether it runs in this process or on any Ray worker, and each turn draws from a stream of its own.  Tokens of probability zero (masked, filtered)
-    are never drawn: the search takes the first token whose cumulative sum exceeds the number."""
+    same whether it runs in this process or on any Ray worker, and each turn draws from a stream of its own.
+    Tokens of probability zero (masked, filtered) are never drawn: the search takes the first token whose cumulative
+    sum exceeds the number."""
 
     def __init__(self, row_seeds: Sequence[int]) -> None:
         self.streams = [random.Random(seed) for seed in row_seeds]
