@@ -10,7 +10,7 @@ of a model with one batched generation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generator, Union
+from typing import Callable, Generator, Iterator, Union
 
 from replicalab.env import ReplicaLabEnv
 from replicalab.lab import DEFAULT_LAB_POLICY, LAB_POLICIES, ScriptedLabManager
@@ -79,6 +79,19 @@ def replay_episode(log: EpisodeLog) -> EpisodeLog:
     for turn in log.turns:
         env.step(logged_action(turn))
     return env.episode_log()
+
+
+def replayed_views(log: EpisodeLog) -> Iterator[tuple[TurnRecord, ScientistObservation | LabManagerObservation]]:
+    """Each recorded turn of ``log`` with the view its role acted on, replayed through the env (pure and
+    deterministic), up to the turn that ended the episode."""
+    env = ReplicaLabEnv(max_rounds=log.max_rounds)
+    obs = env.reset(log.seed, log.scenario_template, log.difficulty)
+    for turn in log.turns:
+        yield turn, obs.scientist if turn.role == "scientist" else obs.lab_manager
+        result = env.step(logged_action(turn))
+        if result.done:
+            return
+        obs = result.observation
 
 
 def logged_action(turn: TurnRecord) -> Action:

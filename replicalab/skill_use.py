@@ -11,7 +11,7 @@ A *chance* for a skill is a Scientist turn at which the skill's trigger shows in
 - ``ask``: the Lab Manager's latest message names an item of the Scientist's own latest plan as unusable;
   used when the turn asks about one of those items.
 
-``skill_chances(log)`` replays the log's turns through the env (pure and deterministic) to see each
+``skill_chances(log)`` replays the log's turns (``replicalab.episode.replayed_views``) to see each
 Scientist view; ``skill_use(logs)`` sums them per skill.  Training logs the rates by step
 (``skill/<skill>/use_rate``) and evaluation per agent.
 """
@@ -31,8 +31,7 @@ from replicalab.agents.brief import (
     unusable_items,
 )
 from replicalab.agents.skilled import MAX_COUNTERS, PRECEDENCE, SKILLS
-from replicalab.env import ReplicaLabEnv
-from replicalab.episode import logged_action
+from replicalab.episode import replayed_views
 from replicalab.models import EpisodeLog, ScientistObservation
 from replicalab.models import ScientistActionType as SA
 
@@ -101,16 +100,14 @@ assert tuple(_TRIGGERS) == SKILLS
 def skill_chances(log: EpisodeLog) -> list[SkillChance]:
     """Every chance of every skill in ``log``, in turn order (skills in ``SKILLS`` order within a turn).  An
     invalid Scientist turn at a chance counts as not using the skill."""
-    env = ReplicaLabEnv(max_rounds=log.max_rounds)
-    obs = env.reset(log.seed, log.scenario_template, log.difficulty)
     past = _Past()
     out: list[SkillChance] = []
     own_turns = 0
-    for turn in log.turns:
+    for turn, view in replayed_views(log):
         action = turn.action or {}
-        if turn.role == "scientist" and obs is not None:
+        if turn.role == "scientist":
             chances = [SkillChance(skill, used, own_turns) for skill, trigger in _TRIGGERS.items()
-                       if (used := trigger(obs.scientist, action, past)) is not None]
+                       if (used := trigger(view, action, past)) is not None]
             own_turns += 1
             if chances:  # where several skills could act, the turn is the chance of the one that goes first
                 out.append(min(chances, key=lambda c: PRECEDENCE.index(c.skill)))
@@ -118,10 +115,6 @@ def skill_chances(log: EpisodeLog) -> list[SkillChance]:
             past.asked.update(i for q in _questions(action) for i in _items_named(q, past))
             if action.get("action_type") in _PLAN_TYPES:
                 past.plans.append(action)
-        result = env.step(logged_action(turn))
-        if result.done:
-            break
-        obs = result.observation
     return out
 
 
