@@ -6,10 +6,11 @@ A run with ``grpo.group_by: turn`` writes its branch episodes to ``episodes.json
 consecutive episodes a group, each replaying the same prefix and sampling its own reply at the branch turn.  The
 branch turn is the first turn of the role at which the group's actions differ (a group whose replies all agree
 holds no contrast and is counted apart).  For each kind of branch turn (a skill's chance, the lab's ``repair``
-chance, or ``other``) and each move (the reply's action type; ``invalid`` for a reply the env refused), the
-script prints how often the move was sampled there in the first and the last ``--window`` steps, its mean
-in-group advantage (its episode's reward minus the group's mean) and the sum of its advantages as GRPO's group
-scaling weighs them (divided by the group's reward std): what the run's gradient pushed, move by move.
+chance, or ``other``) and each move (the reply's action type, marked when it used the chance's skill; ``invalid``
+for a reply the env refused), the script prints how often the move was sampled there in the first and the last
+``--window`` steps, its mean in-group advantage (its episode's reward minus the group's mean) and the sum of its
+advantages as GRPO's group scaling weighs them (divided by the group's reward std): what the run's gradient
+pushed, move by move.
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ OTHER = "other"
 INVALID = "invalid"
 #: TRL's group scaling: advantage / (the group's sample std + this) (``grpo.scale_rewards: group``).
 SCALE_EPS = 1e-4
+#: Appended to a Scientist's move at a skill's chance when the reply used the skill (its content right).
+USED = " (skill used)"
 
 
 def _moves(log: EpisodeLog, role: str) -> list[str]:
     return [INVALID if turn.error or not turn.action else str(turn.action.get("action_type", INVALID))
             for turn in log.turns if turn.role == role]
+
+
+def _used(log: EpisodeLog, turn: int) -> bool:
+    """Whether the Scientist's ``turn``-th reply used the skill whose chance it was."""
+    return any(c.used for c in skill_chances(log) if c.turn == turn)
 
 
 def _fingerprints(log: EpisodeLog, role: str) -> list[str]:
@@ -64,8 +72,8 @@ def branch_rows(rows: list[dict], role: str, group_size: int) -> tuple[list[tupl
         for log, reward in zip(logs, rewards):
             moves = _moves(log, role)
             if turn < len(moves):
-                out.append((group[0]["step"], chances.get(turn, OTHER), moves[turn], reward - mean,
-                            (reward - mean) / std))
+                move = moves[turn] + (USED if role == "scientist" and _used(log, turn) else "")
+                out.append((group[0]["step"], chances.get(turn, OTHER), move, reward - mean, (reward - mean) / std))
     return out, flat
 
 

@@ -10,8 +10,11 @@ import pytest
 from training.cli import main
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "training.cli", *args], capture_output=True, text=True)
+def run_cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str]:
+    """``replicalab ARGS`` in this process (the entry point as a subprocess: ``test_cli_errors.py``): its exit
+    status and stderr."""
+    status = main(list(args))
+    return status, capsys.readouterr().err
 
 
 def test_play_prints_transcript_and_breakdown(capsys):
@@ -38,9 +41,9 @@ def test_play_json_is_an_episode_log(capsys):
      "valid lab_manager seats: scripted, scripted:cooperative, scripted:thrifty, model:DIR"),
     (["play", "--lab-manager", "thrifty"], "did you mean scripted:thrifty?"),
 ])
-def test_bad_arguments_name_the_valid_choices(args, message):
-    r = run_cli(*args)
-    assert r.returncode == 2 and message in r.stderr
+def test_bad_arguments_name_the_valid_choices(args, message, capsys):
+    status, err = run_cli(capsys, *args)
+    assert status == 2 and message in err
 
 
 def test_bench_env_prints_rates(capsys):
@@ -59,9 +62,9 @@ def test_bench_env_prints_rates(capsys):
     (["build-default-model", "--out", "unused", "architecture.hidden_size=100", "architecture.num_attention_heads=3"],
      "hidden_size must be divisible by num_attention_heads"),
 ])
-def test_bad_configs_exit_with_a_clear_error(args, message):
-    r = run_cli(*args)
-    assert r.returncode != 0 and message in r.stderr and "Traceback" not in r.stderr
+def test_bad_configs_exit_with_a_clear_error(args, message, capsys):
+    status, err = run_cli(capsys, *args)
+    assert status != 0 and message in err and "Traceback" not in err and err.count("\n") == 1
 
 
 # ----- bench: one sub-parser per benchmark, every option honoured ------------------------------
@@ -124,11 +127,12 @@ def test_bench_parses_its_own_options_and_defaults(what):
     (["bench", "policy", "--temperature", "0"], "must be above 0"),
     (["bench", "policy", "--lab", "generous"], "invalid choice: 'generous'"),
 ])
-def test_bench_refuses_options_it_does_not_have(args, message):
-    r = run_cli(*args)
-    assert r.returncode == 2 and message in r.stderr
+def test_bench_refuses_options_it_does_not_have(args, message, capsys):
+    status, err = run_cli(capsys, *args)
+    assert status == 2 and message in err
 
 
+@pytest.mark.slow
 def test_bench_rollout_plays_the_episodes_given(capsys, policy_wide_model_dir):
     """The case that once ran 64 episodes whatever --episodes said (no --ray-workers: no Ray)."""
     assert main(["bench", "rollout", "--model", str(policy_wide_model_dir), "--episodes", "3", "--max-new-tokens",
@@ -138,6 +142,7 @@ def test_bench_rollout_plays_the_episodes_given(capsys, policy_wide_model_dir):
     assert "\nbound " in out and "\ninprocess " in out and "ray x1" not in out
 
 
+@pytest.mark.slow
 def test_bench_generate_decodes_each_model_with_both_caches_and_plays_the_episodes_given(capsys,
                                                                                          policy_wide_model_dir):
     """One row per model, KV cache and sampler (a shape stand-in too), rates that agree with each other."""
@@ -247,24 +252,36 @@ def test_pass_at_k_is_the_unbiased_estimate():
 
 
 # ----- --help-config ----------------------------------------------------------------------------
-@pytest.mark.parametrize("command", ["train", "eval", "sweep", "build-default-model"])
-def test_help_config_lists_every_field_without_torch(command):
+HELP_CONFIG_COMMANDS = ("train", "eval", "sweep", "build-default-model")
+
+
+@pytest.fixture(scope="module")
+def help_config_outputs() -> dict[str, str]:
+    """``--help-config`` of every command, printed by one fresh interpreter (which then names the heavy
+    libraries it imported: ``HEAVY [...]``), split by command."""
+    code = ("import sys\nfrom training.cli import main\n"
+            f"for command in {HELP_CONFIG_COMMANDS!r}:\n    print('@@', command)\n    try:\n"
+            "        main([command, '--help-config'])\n    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "print('@@ HEAVY', [m for m in ('torch', 'transformers', 'trl', 'ray', 'wandb') if m in sys.modules])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sections = [part.partition("\n") for part in r.stdout.split("@@ ")[1:]]
+    return {head.strip(): body for head, _, body in sections}
+
+
+@pytest.mark.parametrize("command", HELP_CONFIG_COMMANDS)
+def test_help_config_lists_every_field_without_torch(command, help_config_outputs):
     from training.cli import config_class
     from training.config.fields import config_fields
 
-    code = ("import sys\nfrom training.cli import main\ntry:\n"
-            f"    main([{command!r}, '--help-config'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print('HEAVY', [m for m in ('torch', 'transformers', 'trl', 'ray', 'wandb') if m in sys.modules])")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "HEAVY []" in r.stdout
+    assert [k for k in help_config_outputs if k.startswith("HEAVY")] == ["HEAVY []"]
     fields = config_fields(config_class(command))
     assert len(fields) >= 5
-    lines = r.stdout.splitlines()
+    lines = help_config_outputs[command].splitlines()
     for f in fields:
         header = f"  {f.key}: {f.type} = {f.default}"
         assert header in lines, header
         below = lines[lines.index(header) + 1:]
-        end = next(i for i, line in enumerate(below) if not line.startswith(" " * 6))
+        end = next((i for i, line in enumerate(below) if not line.startswith(" " * 6)), len(below))
         text = " ".join(line.strip() for line in below[:end])
         assert text == " ".join(f.description.replace("``", "").split()) != "", f.key

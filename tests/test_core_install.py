@@ -30,6 +30,7 @@ def run_without_extra(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_play_and_bench_env_and_skills_need_only_the_core_install(tmp_path: Path) -> None:
     played = run_without_extra("play", "--seed", "3", "--scientist", "scripted:reader", "--json")
     assert played.returncode == 0, played.stderr

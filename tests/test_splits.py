@@ -6,9 +6,6 @@ not depend on ``grpo.max_steps``, so a resumed run with more steps continues the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -115,14 +112,14 @@ def test_metric_value_leaves_out_the_check_of_the_starting_weights(tmp_path) -> 
 
 
 @pytest.mark.parametrize("value", ["-1", "100001", str(10**6)])
-def test_build_default_model_refuses_bad_eval_seeds_before_building(value, tmp_path) -> None:
+def test_build_default_model_refuses_bad_eval_seeds_before_building(value, tmp_path, capsys) -> None:
+    from training.cli import main
+
     out = tmp_path / "model"
-    proc = subprocess.run([sys.executable, "-m", "training.cli", "build-default-model", "--out", str(out),
-                           "--eval-seeds", value], capture_output=True, text=True, env={**os.environ},
-                          timeout=120)
-    assert proc.returncode != 0 and not out.exists()
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--eval-seeds" in lines[0] and "100000" in lines[0], proc.stderr
+    assert main(["build-default-model", "--out", str(out), "--eval-seeds", value]) != 0 and not out.exists()
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--eval-seeds" in lines[0] and "100000" in lines[0], err
 
 
 def test_validation_slice_plays_validation_seeds_only() -> None:

@@ -44,6 +44,7 @@ oracle = lambda seed, t, d: OracleScientist(generate_scenario(seed, t, d))  # no
 rand = lambda seed, t, d: RandomScientist(seed)  # noqa: E731
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_baselines_order_and_difficulty(template):
     naive_means = []
@@ -60,6 +61,7 @@ def test_baselines_order_and_difficulty(template):
     assert easy > medium > hard and hard <= easy / 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template, difficulty", [(t, d) for t in TEMPLATES for d in DIFFICULTIES])
 def test_gaming_scores_below_honest_play(template, difficulty):
     """Every gaming Scientist scores below the honest Scientist that plays the game's skills, in every cell
@@ -70,6 +72,7 @@ def test_gaming_scores_below_honest_play(template, difficulty):
         assert gamed < honest, f"{name} scored {gamed:.2f} >= the honest skilled Scientist {honest:.2f}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_gaming_scores_below_the_naive_scientist(difficulty):
     """A distortion of the naive Scientist's play (propose the published protocol, accept what comes)
@@ -83,6 +86,7 @@ def test_gaming_scores_below_the_naive_scientist(difficulty):
         assert gamed < honest, f"{name} scored {gamed:.2f} >= naive {honest:.2f}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scientist", ["naive", "reader+defender+asker"])
 def test_lab_gaming_scores_below_honest_labs(scientist):
     """A Lab Manager that rejects everything, accepts anything, stalls or lies about the budget earns less

@@ -210,6 +210,7 @@ def _scientist_followups(scientist: str, template: str, difficulty: str, seeds: 
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
 def test_followup_states_what_the_lab_changed_right_before_the_reply(template: str) -> None:
     """Every Scientist follow-up ends with a plain statement of the Lab Manager's latest turn and then
@@ -234,6 +235,7 @@ def test_followup_states_what_the_lab_changed_right_before_the_reply(template: s
                 assert moved[0].endswith(f" to {technique}.")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scientist", ["reader+defender+asker", "reader", "asker", "naive"])
 def test_no_prompt_holds_a_ready_made_reply(scientist: str) -> None:
     """Every message a model sees in either seat -- the first prompt and every follow-up -- states facts

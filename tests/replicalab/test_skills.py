@@ -35,6 +35,7 @@ def test_the_skilled_scientist_stays_well_above_naive(table):
     assert table["means"]["naive"].mean <= table["means"][skills_name(SKILLS)].mean - 3.0
 
 
+@pytest.mark.slow
 def test_the_labs_best_policy_depends_on_the_scientist():
     """Against the naive Scientist the thrifty lab earns more of its own reward; against the skilled one the
     cooperative lab does, each by a clear margin."""

@@ -125,6 +125,7 @@ def _read_transaction_log(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.slow
 def test_run_logger_offline_read_back(wandb_env: Path, logs: list[EpisodeLog]) -> None:
     cfg = load_train_config(None, ["run_name=unit", "wandb.group=g1", "wandb.tags=[t1]",
                                    "wandb.transcripts_per_step=3"])
@@ -215,6 +216,7 @@ def test_stratified_bootstrap_resamples_within_cells():
         bootstrap_ci(values, 100, strata=cells[:3])
 
 
+@pytest.mark.slow
 def test_skill_metrics_see_each_scripted_scientist_use_exactly_its_skills() -> None:
     """Every combination of skills, against both scripted labs: each skill it has is used at every chance
     (where several could act, the chance is the one that goes first), the skills it lacks at none; the naive

@@ -64,6 +64,7 @@ def test_the_default_tokenizer_spells_every_canonical_action_under_its_grammar(r
     _check_allowed(_grammar(resolve_default_model()), replies)
 
 
+@pytest.mark.slow
 def test_a_tiny_trained_tokenizer_spells_every_canonical_action_under_its_grammar(policy_tiny_model_dir, replies):
     _check_allowed(_grammar(policy_tiny_model_dir), replies)
 

@@ -201,6 +201,7 @@ def test_ray_gives_up_after_max_restarts(two_workers: RayBackend) -> None:
 
 
 # -- bench (in-process part only) ----------------------------------------------------------------
+@pytest.mark.slow
 def test_bench_bound_replays_the_same_generation(policy_wide_model_dir: Path) -> None:
     """The bound replays the rollout's own generation calls: same prompts, so the same tokens."""
     from training.bench.rollout import format_bench_rollout, run_bench_rollout

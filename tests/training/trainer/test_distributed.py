@@ -98,6 +98,7 @@ def _collectives_worker(rank: int, port: int, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(json.dumps(seen))
 
 
+@pytest.mark.slow
 def test_collectives_over_two_gloo_processes(tmp_path: Path):
     import torch.multiprocessing as mp
 
