@@ -3,9 +3,9 @@ checked against the lab's own check, and why the failing ones fail.
 
     python benchmarks/lab_repairs.py runs/NAME [--role lab_manager]
 
-``--role`` picks the episodes by the role the run trained in them (``episodes.jsonl``'s ``role``): in a
-self-play run's ``lab_manager`` episodes the policy is the lab, in its ``scientist`` episodes the lab is drawn
-from the Scientist's pool (scripted labs among them).  A suggestion is what the Scientist sees in its next turn
+``--role`` picks the episodes by ``episodes.jsonl``'s ``role``: in a self-play run's ``lab_manager`` episodes
+the policy is the lab, in its ``scientist`` episodes the lab is drawn from the Scientist's pool (scripted labs
+among them); in an eval's cross-play the role names the pairing (``SCIENTIST vs LAB_MANAGER``).  A suggestion is what the Scientist sees in its next turn
 (``replicalab.agents.brief.suggested_plan``: the plan with the suggestion applied); it *repairs* when the lab's
 check (``replicalab.lab.feasibility.check_feasibility``) passes it on every dimension.  For the failing ones the
 script counts each failed dimension, the suggestions that name an item the lab's catalog does not know, and
@@ -64,13 +64,18 @@ def tally(logs: list[EpisodeLog]) -> tuple[Counter, Counter]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run directory (runs/NAME) with episodes.jsonl")
-    parser.add_argument("--role", default="lab_manager", choices=["scientist", "lab_manager"],
-                        help="the episodes the run trained this role in")
+    parser.add_argument("--role", default="lab_manager",
+                        help="the rows of episodes.jsonl with this role: a training run's lab_manager or scientist "
+                             "episodes, or an eval's pairing (\"SCIENTIST vs LAB_MANAGER\")")
     args = parser.parse_args()
     path = args.run / "episodes.jsonl"
     if not path.is_file():
         raise SystemExit(f"no episodes.jsonl in {args.run}")
-    logs = [EpisodeLog.model_validate(row["log"]) for row in map(json.loads, path.open()) if row["role"] == args.role]
+    rows = [json.loads(line) for line in path.open()]
+    logs = [EpisodeLog.model_validate(row["log"]) for row in rows if row["role"] == args.role]
+    if not logs:
+        raise SystemExit(f"no episode of role {args.role!r} in {path}; its roles: "
+                         + ", ".join(sorted({row['role'] for row in rows})))
     counts, reasons = tally(logs)
     offered = counts["repairs"] + counts["fails"]
     print(f"{args.run.name}, {args.role} episodes: {len(logs)}; suggestions {offered} "
