@@ -14,6 +14,7 @@ from replicalab.models import (
     EpisodeLog,
     EpisodeState,
     LabManagerObservation,
+    LabTechnique,
     Observation,
     Protocol,
     ScientistObservation,
@@ -52,8 +53,19 @@ def lab_manager_view(s: Scenario, history: list[ConversationEntry], protocol: Pr
         current_protocol=protocol, round_number=round_number, max_rounds=max_rounds,
         **prices(protocol, s),
         plan_check={flag: list(why) for flag, why in report.flag_reasons().items()} if report is not None else {},
+        lab_techniques=lab_techniques(s),
     )
     return trusted(Observation, scientist=None, lab_manager=view)
+
+
+def lab_techniques(s: Scenario) -> list[LabTechnique]:
+    """The techniques the lab of ``s`` runs, in its order of preference, each with its slots and minimum days."""
+    out = []
+    for technique_id in s.lab.routine_techniques:
+        t = s.techniques[technique_id]
+        out.append(trusted(LabTechnique, id=t.id, equipment_slots=[list(slot) for slot in t.equipment_slots],
+                           reagent_slots=[list(slot) for slot in t.reagent_slots], min_days=t.min_days))
+    return out
 
 
 def prices(p: Protocol | None, s: Scenario) -> dict:

@@ -176,6 +176,19 @@ class ScientistObservation(BaseModel):
     max_rounds: int = Field(default=0, ge=0)
 
 
+class LabTechnique(BaseModel):
+    """A technique the lab runs (``LabManagerObservation.lab_techniques``): a plan using it needs one item of each
+    slot (``equipment_slots``, ``reagent_slots``: the interchangeable options of each) and at least
+    ``min_days`` days."""
+
+    model_config = _FROZEN
+
+    id: str
+    equipment_slots: list[list[str]] = Field(default_factory=list)
+    reagent_slots: list[list[str]] = Field(default_factory=list)
+    min_days: int = Field(default=0, ge=0)
+
+
 class LabManagerObservation(BaseModel):
     """The Lab Manager's view.
 
@@ -184,8 +197,10 @@ class LabManagerObservation(BaseModel):
     the lab weighs when it pursues its own interest, the budget it keeps; ``plan_check``, the lab's own
     check of the current protocol (``replicalab.lab.check_feasibility``): for each of the five flags of a
     ``LabManagerAction`` (``budget_ok`` .. ``staff_ok``), the reasons the plan fails it, empty where it
-    passes (safety folds into ``equipment_ok``, as in the flags); empty before any protocol.  The lab knows
-    its own records (prices, staff rates, bookings), so its manager states the flags from them.
+    passes (safety folds into ``equipment_ok``, as in the flags); empty before any protocol; and
+    ``lab_techniques``, the techniques the lab runs in its order of preference, each with the items it needs
+    (the catalog a repair is made from).  The lab knows its own records (prices, staff rates, bookings,
+    techniques), so its manager states the flags and writes its repairs from them.
     """
 
     model_config = _FROZEN
@@ -206,6 +221,7 @@ class LabManagerObservation(BaseModel):
     control_costs: dict[str, float] = Field(default_factory=dict)
     cost_per_sample: float = Field(default=0.0, ge=0)
     plan_check: dict[str, list[str]] = Field(default_factory=dict)
+    lab_techniques: list[LabTechnique] = Field(default_factory=list)
 
 
 class Observation(BaseModel):

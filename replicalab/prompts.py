@@ -28,6 +28,7 @@ from replicalab.models import (
     LabManagerAction,
     LabManagerActionType,
     LabManagerObservation,
+    LabTechnique,
     Protocol,
     ScientistAction,
     ScientistActionType,
@@ -192,7 +193,19 @@ def _facts(observation: PromptObservation) -> list[str]:
         "Prices of the current plan: " + (
             ", ".join(f"{c} {cost:.2f}" for c, cost in obs.control_costs.items()) + "; " if obs.control_costs else ""
         ) + f"one sample {obs.cost_per_sample:.2f}",
+        "Techniques the lab runs, in its order of preference: " + (
+            "; ".join(_technique_text(t) for t in obs.lab_techniques) or "none"),
     ]
+
+
+def _technique_text(technique: LabTechnique) -> str:
+    """``id (at least N days; equipment: a or b, c; reagents: d)``: one item of each comma-separated slot, any of
+    its ``or`` options."""
+    def slots(values: list[list[str]]) -> str:
+        return ", ".join(" or ".join(slot) for slot in values) or "none"
+
+    return (f"{technique.id} (at least {technique.min_days} days; equipment: {slots(technique.equipment_slots)}; "
+            f"reagents: {slots(technique.reagent_slots)})")
 
 
 def _user_text(head: list[str], dialogue: list[str], omitted: int, role: str, tail: list[str]) -> str:

@@ -228,3 +228,36 @@ def test_the_lab_managers_first_view_has_no_check():
     env.reset(3, "cell_biology", "medium")
     result = env.step(ScientistAction(action_type="request_info", questions=["What is the budget?"]))
     assert env.protocol is None and result.observation.lab_manager.plan_check == {}
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_lab_managers_view_holds_the_catalog_its_repairs_are_made_from(template):
+    """The Lab Manager sees the techniques its lab runs, in the lab's order, each with its slots and minimum days;
+    every repair a scripted lab suggests is written from that view: its technique is in the catalog, and each item
+    it names is the plan's own or an option of one of the technique's slots."""
+    from replicalab.lab import ScriptedLabManager
+
+    repairs = 0
+    for difficulty in DIFFICULTIES:
+        for seed in range(8):
+            env = ReplicaLabEnv()
+            env.reset(seed, template, difficulty)
+            view = env.step(ScientistAction(action_type="propose_protocol",
+                                            **env.scenario.paper_protocol.model_dump())).observation.lab_manager
+            catalog = {t.id: t for t in view.lab_techniques}
+            assert list(catalog) == list(env.scenario.lab.routine_techniques)
+            for t in view.lab_techniques:
+                spec = env.scenario.techniques[t.id]
+                assert t.min_days == spec.min_days
+                assert [tuple(s) for s in t.equipment_slots] == list(spec.equipment_slots)
+                assert [tuple(s) for s in t.reagent_slots] == list(spec.reagent_slots)
+            for policy in ("cooperative", "thrifty"):
+                action = ScriptedLabManager(env.scenario, policy)(view)
+                if action.action_type.value != "suggest_alternative" or not action.suggested_technique:
+                    continue
+                repairs += 1
+                technique = catalog[action.suggested_technique]
+                options = {i for slot in technique.equipment_slots + technique.reagent_slots for i in slot}
+                own = set(view.current_protocol.required_equipment + view.current_protocol.required_reagents)
+                assert set(action.suggested_equipment + action.suggested_reagents) <= options | own
+    assert repairs > 0

@@ -303,3 +303,23 @@ def test_the_check_line_before_any_protocol_says_there_is_none() -> None:
     obs = LabManagerObservation(budget_total=10.0, budget_remaining=10.0, staff_count=1, time_limit_days=3)
     text = build_messages(obs)[-1]["content"]
     assert "Lab check of the current protocol: none yet" in text
+
+
+@pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
+def test_the_lab_managers_prompt_states_its_catalog_and_the_scientists_does_not(template: str) -> None:
+    """Every technique the lab runs is named in the Lab Manager's prompt, in the lab's order, with each slot's
+    options; the Scientist's prompt names no catalog."""
+    from replicalab import ReplicaLabEnv
+
+    env = ReplicaLabEnv()
+    first = env.reset(5, template, "hard")
+    view = env.step(ScientistAction(action_type="propose_protocol",
+                                    **env.scenario.paper_protocol.model_dump())).observation.lab_manager
+    text = build_messages(view)[-1]["content"]
+    line = next(row for row in text.splitlines() if row.startswith("Techniques the lab runs, in its order of preference: "))
+    at = [line.index(f"{t.id} (at least {t.min_days} days; ") for t in view.lab_techniques]
+    assert at == sorted(at) and len(at) == len(env.scenario.lab.routine_techniques) > 0
+    for t in view.lab_techniques:
+        for slot in t.equipment_slots + t.reagent_slots:
+            assert " or ".join(slot) in line
+    assert "Techniques the lab runs" not in build_messages(first.scientist)[-1]["content"]
