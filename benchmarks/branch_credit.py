@@ -49,7 +49,8 @@ def _fingerprints(log: EpisodeLog, role: str) -> list[str]:
 
 
 def branch_rows(rows: list[dict], role: str, group_size: int) -> tuple[list[tuple], int]:
-    """(step, kind, move, advantage, advantage scaled by the group's std) of every reply at its group's branch turn, and the groups without contrast."""
+    """(step, kind, move, advantage, advantage scaled by the group's std) of every reply at its group's branch
+    turn, and the number of groups without contrast."""
     out, flat = [], 0
     ordered = [row for row in rows if row["role"] == role]
     for start in range(0, len(ordered) - group_size + 1, group_size):
@@ -114,7 +115,8 @@ def main() -> None:
     replies, flat = branch_rows(rows, args.role, args.group_size)
     if not replies:
         raise SystemExit(f"no {args.role} group in {path} holds two different replies")
-    print(f"{args.run.name}, {args.role}: {len(replies) // args.group_size + flat} groups, {flat} with one reply")
+    groups = sum(1 for row in rows if row["role"] == args.role) // args.group_size
+    print(f"{args.run.name}, {args.role}: {groups} groups, {flat} with one reply")
     print("\n".join(table(replies, args.window)))
 
 

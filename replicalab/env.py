@@ -22,7 +22,8 @@ Rules:
 
 from __future__ import annotations
 
-from replicalab.env_records import episode_log, episode_state, final_result, lab_manager_view, scientist_view
+from replicalab.env_records import (episode_log, episode_state, final_result, lab_manager_view, lab_techniques,
+                                    scientist_view)
 from replicalab.judge import EpisodeFacts, judge, unknown_ids
 from replicalab.judge.constants import RATIONALE_WORD_LIMIT
 from replicalab.lab.answers import ANSWERS_PREFIX, answer_questions
@@ -120,6 +121,7 @@ class ReplicaLabEnv:
     def reset(self, seed: int, template: str, difficulty: str) -> Observation:
         self.scenario = generate_scenario(seed, template, difficulty)
         self.feasibility = Feasibility(self.scenario)  # the lab's check, shared with the scripted Lab Manager
+        self.techniques = lab_techniques(self.scenario)  # the lab's catalog, the same in every Lab Manager view
         self.current_role = "scientist"
         self.round_number = 0
         self.history: list[ConversationEntry] = []
@@ -239,7 +241,8 @@ class ReplicaLabEnv:
         if self.current_role == "scientist":
             return scientist_view(self.scenario, self.history, self.protocol, self.round_number, self.max_rounds)
         return lab_manager_view(self.scenario, self.history, self.protocol, self.round_number, self.max_rounds,
-                                self._budget_remaining(), self._report() if self.protocol is not None else None)
+                                self._budget_remaining(), self._report() if self.protocol is not None else None,
+                                self.techniques)
 
     def _budget_remaining(self) -> float:
         budget = self.scenario.lab.budget_total

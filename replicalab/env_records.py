@@ -40,9 +40,10 @@ def scientist_view(s: Scenario, history: list[ConversationEntry], protocol: Prot
 
 def lab_manager_view(s: Scenario, history: list[ConversationEntry], protocol: Protocol | None,
                      round_number: int, max_rounds: int, budget_remaining: float,
-                     report: FeasibilityReport | None) -> Observation:
+                     report: FeasibilityReport | None, techniques: list[LabTechnique]) -> Observation:
     """The Lab Manager's view: the lab, the dialogue, the lab's prices for the protocol on the table and its
-    check of it (``report``, None before any protocol)."""
+    check of it (``report``, None before any protocol) and its catalog (``techniques``: ``lab_techniques(s)``,
+    made once per episode)."""
     lab = s.lab
     view = trusted(
         LabManagerObservation, budget_total=lab.budget_total, budget_remaining=budget_remaining,
@@ -53,7 +54,7 @@ def lab_manager_view(s: Scenario, history: list[ConversationEntry], protocol: Pr
         current_protocol=protocol, round_number=round_number, max_rounds=max_rounds,
         **prices(protocol, s),
         plan_check={flag: list(why) for flag, why in report.flag_reasons().items()} if report is not None else {},
-        lab_techniques=lab_techniques(s),
+        lab_techniques=list(techniques),
     )
     return trusted(Observation, scientist=None, lab_manager=view)
 
