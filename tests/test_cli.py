@@ -197,7 +197,9 @@ def test_bench_lab_manager_measures_the_seat_against_each_scientist(capsys, poli
     for row in rows:
         parsed, true_flags, valid = map(float, row[2:5])
         assert 0.0 <= valid <= true_flags <= parsed <= 1.0
-    assert "(target 0.95: " in out
+        share, offered = row[9].split()
+        assert 0.0 <= float(share) <= 1.0 and int(offered.strip("()")) >= 0
+    assert "(target 0.95: " in out and "Why the failing suggestions fail" in out
 
 
 def test_bench_lab_manager_refuses_a_seat_that_is_not_a_scripted_scientist(capsys):

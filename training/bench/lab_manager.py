@@ -11,7 +11,9 @@ model's turns:
   rejects a turn whose flags are not: ``replicalab.env.UNTRUE_FLAGS``);
 - **valid**: the environment accepted the turn;
 - the mix of its moves (action types) over its valid turns, per turn, and the Lab Manager's own reward and the
-  agreement rate next to the two scripted Lab Managers on the same episodes.
+  agreement rate next to the two scripted Lab Managers on the same episodes;
+- **repairs**: the share of its suggestions that, applied to the plan on the table, pass the lab's own check
+  (``training.bench.repairs``), with the number of suggestions; below the table, why the failing ones fail.
 
 Targets (the self-play issue): at least 95% parsed and 95% true flags against each opponent.
 """
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from training.model.default import resolve_default_model
     from training.model.model_path import check_model_path
     from training.bench.policy import play_logs, sampled_jobs
+    from training.bench.repairs import tally
     from training.rollout.policy import PolicyModel
 
     scientists = args.scientist or list(SCIENTISTS)
@@ -101,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
           f"{', constrained' if args.constrained else ''} ({len(jobs)} episodes "
           f"per Scientist); torch threads {torch.get_num_threads()}")
     header = ("| Scientist | turns | parsed | true flags | valid | " + " | ".join(MOVES)
-              + " | Lab Manager reward (model / thrifty / cooperative) | agreement (model) |")
+              + " | repairs (of suggestions) | Lab Manager reward (model / thrifty / cooperative) | agreement (model) |")
     lines = ["", header, "|---" * header.count(" | ") + "|---|"]
-    worst = 1.0
+    worst, failing = 1.0, []
     for spec in scientists:
         started = time.perf_counter()
         logs = play_logs(policy, jobs, scientist=spec, lab_manager="policy", sampling=sampling)
@@ -116,13 +119,20 @@ def run(args: argparse.Namespace) -> int:
         n, valid = max(1, c["turns"]), max(1, c["valid"])
         worst = min(worst, c["parsed"] / n, c["true_flags"] / n)
         own = statistics.fmean(role_reward(log, "lab_manager") for log in logs)
+        repairs, reasons = tally(logs)
+        offered = repairs["repairs"] + repairs["fails"]
+        failing.append(f"{spec}: " + ("; ".join(f"{reason} {n / repairs['fails']:.2f}"
+                                                for reason, n in reasons.most_common()) or "none"))
         lines.append(
             f"| {spec} | {c['turns']} | {c['parsed'] / n:.3f} | {c['true_flags'] / n:.3f} | {c['valid'] / n:.3f} | "
             + " | ".join(f"{c[m] / valid:.2f}" for m in MOVES)
+            + f" | {repairs['repairs'] / max(offered, 1):.3f} ({offered})"
             + f" | {own:.2f} / {statistics.fmean(scripted['thrifty']):.2f} / {statistics.fmean(scripted['cooperative']):.2f}"
             f" | {statistics.fmean(float(log.agreement_reached) for log in logs):.3f} |")
         print(f"played {len(logs)} episodes against {spec} in {time.perf_counter() - started:.0f} s")
     print("\n".join(lines))
+    print("\nWhy the failing suggestions fail (shares of them; a suggestion can fail on several counts):\n"
+          + "\n".join(failing))
     print(f"\nparsed and true flags, the lower against any Scientist: {worst:.3f} (target {TARGET:.2f}: "
           f"{'met' if worst >= TARGET else 'not met'}); moves are shares of the valid turns")
     return 0

@@ -63,12 +63,13 @@ class ModelAgent:
 
     def __call__(self, observation: Any) -> AgentAction:
         view = _role_view(observation, self.role)
-        ids = seat_prompt(self.policy, self.seat, view, self.sampling)
+        ids = seat_prompt(self.policy, self.seat, self.role, view, self.sampling)
         if ids is None:
             self.seat.parse_failures += 1
             return InvalidAction(role=self.role, error=CONTEXT_EXHAUSTED)
         seeds = None if self.sampling.seed is None else [row_seed(self.sampling.seed, 0, self.role, self.seat.turns)]
-        (generation,) = self.policy.generate_ids([ids], self.sampling, row_seeds=seeds, roles=[self.role])
+        (generation,) = self.policy.generate_ids([ids], self.sampling, row_seeds=seeds,
+                                                  grammars=[self.seat.grammar])
         record_turn(self.seat, generation)
         self.generations.append(generation)
         action = parse_action(generation.text, self.role)

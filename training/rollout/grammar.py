@@ -3,19 +3,25 @@ grammar, so it is one JSON object of the role's action, in the canonical field o
 
 The grammar is the role's action model as a JSON schema (``_schema_json``: properties in
 ``replicalab.parsing.field_order``, no other keys, defaults optional), compiled by llguidance for the model's
-tokenizer.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
+tokenizer.  A Lab Manager's is bound to its lab's catalog (``LabManagerObservation.lab_techniques``), so each seat
+of each episode has a grammar of its own, named by its key (``grammar_key``): a suggestion that names a technique
+names one the lab runs, and an item list it writes holds one option of each of that technique's slots, in slot
+order, before any other item (``_bound``); a suggestion that names none keeps the plan's technique and writes its
+lists freely.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
 logits-processor chain, before temperature, top-k and top-p); a stop token is allowed only where the object is
 complete.  Sampling is therefore exactly from the policy's distribution renormalised over the allowed tokens, and
 the trainer scores each model token under the same mask (``completion_masks``, from the tokens before it in its
 reply), so the recorded and the trained log-probs are the same number.
 
-The grammar fixes the form, never the content: which action, which flags, which items and numbers are the model's.
+The grammar fixes the form, never the content: which action, which flags, which technique, which option of each
+slot, which numbers are the model's.
 The rules a schema cannot state (``feasible`` is the AND of the flags, accept needs feasible, ...) are still the
 parser's and the environment's; a reply cut by ``max_new_tokens`` before its object closes still fails to parse.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import lru_cache
 from typing import Any, Optional, Sequence
@@ -23,8 +29,10 @@ from typing import Any, Optional, Sequence
 import torch
 from transformers import LogitsProcessor
 
+from replicalab.models import LabTechnique
 from replicalab.parsing import ACTION_MODELS, field_order
 from training.errors import UserInputError
+
 #: The longest string the grammar lets a reply write (characters; the scripted seats' longest, a Lab Manager's
 #: explanation, is under 250): a reply cannot spend its token budget on one string and be cut before it closes.
 MAX_TEXT_CHARS = 256
@@ -35,15 +43,79 @@ MAX_TEXT_CHARS = 256
 JSON_OPTIONS = {"item_separator": ",", "key_separator": ":", "whitespace_pattern": "[ ]?"}
 
 
-@lru_cache(maxsize=None)
-def _schema_json(role: str) -> str:
-    """The JSON schema a ``role`` reply is decoded under: the action model's, properties in canonical order,
-    no other keys, strings capped."""
+#: The most grammars kept compiled (one per lab catalog seen: a run's scenarios repeat).
+GRAMMAR_CACHE = 4096
+
+
+def grammar_key(role: str, techniques: Sequence[LabTechnique] = ()) -> str:
+    """The key of the grammar a ``role`` seat replies under in one episode: the role's name, or for a Lab Manager
+    with its lab's catalog (``techniques``: ``LabManagerObservation.lab_techniques``), the role and the catalog as
+    compact JSON."""
+    if role != "lab_manager" or not techniques:
+        return role
+    return json.dumps({"role": role, "lab_techniques": [t.model_dump() for t in techniques]}, separators=(",", ":"))
+
+
+def _key_parts(key: str) -> tuple[str, list[LabTechnique]]:
+    """(role, catalog) of a ``grammar_key``."""
+    if key in ACTION_MODELS:
+        return key, []
+    try:
+        found = json.loads(key)
+        return found["role"], [LabTechnique.model_validate(t) for t in found["lab_techniques"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"not an action grammar key: {key[:80]!r}; roles: {', '.join(ACTION_MODELS)}") from e
+
+
+@lru_cache(maxsize=GRAMMAR_CACHE)
+def _schema_json(key: str) -> str:
+    """The JSON schema the replies of grammar ``key`` are decoded under: the role's action model, properties in
+    canonical order, no other keys, strings capped; bound to the key's catalog (``_bound``) when it has one."""
+    role, techniques = _key_parts(key)
+    if role not in ACTION_MODELS:
+        raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(ACTION_MODELS)}")
     model = ACTION_MODELS[role]
     schema = model.model_json_schema()
     schema["properties"] = {name: _capped(schema["properties"][name]) for name in field_order(model)}
     schema["additionalProperties"] = False
-    return json.dumps(schema)
+    return json.dumps(_bound(schema, techniques) if techniques else schema)
+
+
+def _bound(schema: dict[str, Any], techniques: Sequence[LabTechnique]) -> dict[str, Any]:
+    """The Lab Manager's ``schema`` bound to its lab's catalog: one branch that names no technique (lists free),
+    and one per technique that names it, each item list empty or its slots' options in slot order first."""
+    defs = schema.pop("$defs", {})
+    free = copy.deepcopy(schema)
+    free["properties"]["suggested_technique"] = {"const": ""}
+    branches = [free]
+    for technique in techniques:
+        branch = copy.deepcopy(schema)
+        properties = branch["properties"]
+        properties["suggested_technique"] = {"const": technique.id}
+        properties["suggested_equipment"] = _slotted(technique.equipment_slots)
+        properties["suggested_reagents"] = _slotted(technique.reagent_slots)
+        branch["required"] = [*branch.get("required", []), "suggested_technique"]
+        branches.append(branch)
+    return {"$defs": defs, "anyOf": branches}
+
+
+def _slotted(slots: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """An item list of a technique with ``slots``: empty (the plan's list stays), or one option of each slot in
+    slot order followed by any other items."""
+    text = {"type": "string", "maxLength": MAX_TEXT_CHARS}
+    if not slots:
+        return {"type": "array", "items": text}
+    return {"anyOf": [{"type": "array", "maxItems": 0},
+                      {"type": "array", "prefixItems": [{"enum": list(slot)} for slot in slots], "items": text,
+                       "minItems": len(slots)}]}
+
+
+@lru_cache(maxsize=GRAMMAR_CACHE)
+def _grammar_text(key: str) -> str:
+    """Grammar ``key`` as llguidance's grammar text (the same for every tokenizer)."""
+    import llguidance
+
+    return llguidance.LLMatcher.grammar_from_json_schema(_schema_json(key), overrides=JSON_OPTIONS)
 
 
 def _capped(prop: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +128,8 @@ def _capped(prop: dict[str, Any]) -> dict[str, Any]:
 
 
 class ActionGrammar:
-    """The two roles' action grammars for one tokenizer.
+    """The action grammars (``grammar_key``: a role's, or a Lab Manager's bound to its lab's catalog) for one
+    tokenizer, each compiled on first use.
 
     ``stop_token_ids``: the tokens that end a reply (``PolicyModel.stop_token_ids``); allowed only where the object
     is complete.  ``vocab_size``: the width of the model's logits (at least the tokenizer's length); ids the
@@ -73,23 +146,18 @@ class ActionGrammar:
         self.vocab_size = int(vocab_size)
         self.llg = llguidance.hf.from_tokenizer(tokenizer, n_vocab=max(self.vocab_size, len(tokenizer)),
                                                 eos_token=list(self.stop.tolist()))
-        self.grammars = {role: llguidance.LLMatcher.grammar_from_json_schema(_schema_json(role),
-                                                                             overrides=JSON_OPTIONS)
-                         for role in ACTION_MODELS}
         banned = [int(t) for t in getattr(tokenizer, "all_special_ids", []) if int(t) not in set(self.stop.tolist())]
         self.banned = torch.tensor(banned, dtype=torch.long)
         self._words = (self.llg.vocab_size + 31) // 32
         self._bits = torch.arange(32, dtype=torch.int32)
 
-    def matcher(self, role: str) -> Any:
-        """A fresh matcher at the start of a ``role`` reply."""
+    def matcher(self, key: str) -> Any:
+        """A fresh matcher at the start of a reply under grammar ``key`` (``grammar_key``)."""
         import llguidance
 
-        if role not in self.grammars:
-            raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(self.grammars)}")
-        found = llguidance.LLMatcher(self.llg, self.grammars[role], log_level=0)
+        found = llguidance.LLMatcher(self.llg, _grammar_text(key), log_level=0)
         if found.is_error():
-            raise ValueError(f"the {role} action grammar does not compile: {found.get_error()}")
+            raise ValueError(f"the action grammar {key[:80]!r} does not compile: {found.get_error()}")
         return found
 
     def allowed(self, matcher: Any) -> torch.Tensor:
@@ -107,10 +175,10 @@ class ActionGrammar:
         out[self.stop] = ends
         return out
 
-    def completion_masks(self, roles: Sequence[str], completion_ids: torch.Tensor,
+    def completion_masks(self, grammars: Sequence[str], completion_ids: torch.Tensor,
                          model_tokens: torch.Tensor) -> torch.Tensor:
-        """``[B, K, vocab_size]`` bool: for each model token of each row's completion, the tokens its role's
-        grammar allowed there (replayed from the tokens before it in its reply; a reply is a run of model tokens);
+        """``[B, K, vocab_size]`` bool: for each model token of each row's completion, the tokens its grammar
+        (``grammars``: one key per row) allowed there (replayed from the tokens before it in its reply; a reply is a run of model tokens);
         every token at the other positions (the environment's tokens, padding)."""
         rows, width = completion_ids.shape
         masks = torch.ones((rows, width, self.vocab_size), dtype=torch.bool)
@@ -123,7 +191,7 @@ class ActionGrammar:
                     matcher = None
                     continue
                 if matcher is None:
-                    matcher = self.matcher(roles[row])
+                    matcher = self.matcher(grammars[row])
                 masks[row, t] = self.allowed(matcher)
                 token = ids[row][t]
                 if token in stops:
@@ -134,15 +202,16 @@ class ActionGrammar:
 
 
 class GrammarMask(LogitsProcessor):
-    """First processor of the chain: each row's tokens outside its role's grammar get ``-inf``.
+    """First processor of the chain: each row's tokens outside its grammar (``grammars``: one key per row) get
+    ``-inf``.
 
     ``prompt_width``: the (left-padded) prompt length of the batch; the token drawn at each step is the last
     column of ``input_ids`` on the next call.  A row that has drawn a stop token is finished (``generate`` pads
     it); it is left unmasked."""
 
-    def __init__(self, grammar: ActionGrammar, roles: Sequence[str], prompt_width: int):
+    def __init__(self, grammar: ActionGrammar, grammars: Sequence[str], prompt_width: int):
         self.grammar = grammar
-        self.matchers = [grammar.matcher(role) for role in roles]
+        self.matchers = [grammar.matcher(key) for key in grammars]
         self.done = [False] * len(self.matchers)
         self.prompt_width = prompt_width
         self.stops = set(grammar.stop.tolist())

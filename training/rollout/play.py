@@ -28,6 +28,7 @@ from replicalab.seats import (
 )
 from training.config.model import SamplingConfig
 from training.rollout.contract import RolloutSpec
+from training.rollout.grammar import grammar_key
 from training.rollout.policy import Generation, PolicyModel
 from training.rollout.records import EpisodeJob, ModelTurn, RoleTrajectory, RolloutRecord
 
@@ -54,6 +55,9 @@ class ModelSeat:
     exhausted: bool = False
     #: End of the first sampled reply in ``completion_ids`` (a ``reply_only`` branch keeps only that far).
     branch_end: Optional[int] = None
+    #: The key of the grammar the seat replies under (``training.rollout.grammar.grammar_key``; set by
+    #: ``seat_prompt`` from the seat's first observation: it is the same all episode).
+    grammar: str = ""
 
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
@@ -111,9 +115,12 @@ def _env_ids(policy: PolicyModel, seat: ModelSeat) -> list[int]:
     return tok.encode(tail + opened[len(closed):], add_special_tokens=False)
 
 
-def seat_prompt(policy: PolicyModel, seat: ModelSeat, observation, sampling: SamplingConfig) -> list[int] | None:
-    """Extend the seat's chat with the new observation; None when the context window is full (then,
+def seat_prompt(policy: PolicyModel, seat: ModelSeat, role: str, observation,
+                sampling: SamplingConfig) -> list[int] | None:
+    """Extend the ``role`` seat's chat with the new observation; None when the context window is full (then,
     and for every later turn of the seat, the turn is an invalid one and nothing is generated)."""
+    if not seat.grammar:
+        seat.grammar = grammar_key(role, getattr(observation, "lab_techniques", ()))
     if seat.exhausted:
         return None
     budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)
@@ -208,7 +215,7 @@ def play_jobs(
         for i in sorted(pending):
             role = pending[i].role
             seat = seats[i][role]
-            ids = seat_prompt(models[per_job[i][role]], seat, pending[i].observation, sampling)
+            ids = seat_prompt(models[per_job[i][role]], seat, role, pending[i].observation, sampling)
             if ids is None:
                 _advance(loops, i, InvalidAction(role=role, error=CONTEXT_EXHAUSTED), pending, logs)
                 seat.parse_failures += 1
@@ -227,7 +234,7 @@ def play_jobs(
                 row_seed(sampling.seed, jobs[i].job_id, pending[i].role, seats[i][pending[i].role].turns)
                 for i, _ in batch]
             outputs = models[name].generate_ids([ids for _, ids in batch], how, row_seeds=seeds,
-                                                roles=[pending[i].role for i, _ in batch])
+                                                grammars=[seats[i][pending[i].role].grammar for i, _ in batch])
             generate_s += time.perf_counter() - tick
             for (i, _), g in zip(batch, outputs):
                 reply(i, g)
@@ -261,6 +268,7 @@ def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: i
         trajectory = RoleTrajectory(
             role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids[:end], logprobs=s.logprobs[:end],
             env_mask=s.env_mask[:end], reward=role_reward(log, job.role), turns=s.turns, parse_failures=s.parse_failures,
+            grammar=s.grammar or job.role,
         )
     return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker,
                          timing=timing, model_turns=turns)

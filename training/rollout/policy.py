@@ -186,7 +186,7 @@ class PolicyModel:
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, batch: Sequence[Messages], sampling: SamplingConfig,
-                 roles: Optional[Sequence[str]] = None) -> list[Generation]:
+                 grammars: Optional[Sequence[str]] = None) -> list[Generation]:
         """Answer every conversation of ``batch`` with one batched ``model.generate`` call.
 
         Prompts longer than the budget keep their last ``prompt_budget`` tokens (logged)."""
@@ -199,26 +199,27 @@ class PolicyModel:
                 logger.warning("prompt of %d tokens cut to the last %d", len(ids), budget)
                 ids = ids[-budget:]
             prompts.append(ids)
-        return self.generate_ids(prompts, sampling, truncated=truncated, roles=roles)
+        return self.generate_ids(prompts, sampling, truncated=truncated, grammars=grammars)
 
     @torch.no_grad()
     def generate_ids(
         self, prompts: Sequence[list[int]], sampling: SamplingConfig,
         *, truncated: Optional[Sequence[bool]] = None, row_seeds: Optional[Sequence[int]] = None,
-        roles: Optional[Sequence[str]] = None,
+        grammars: Optional[Sequence[str]] = None,
     ) -> list[Generation]:
         """Continue every token-id prompt with one batched, left-padded ``model.generate`` call.
 
         ``row_seeds``: one seed per prompt; each row then samples from a generator of its own
         (``training.rollout.generation.RowSampler``) and ``sampling.seed`` is not used.  Without them a seeded
-        ``sampling`` seeds torch's global generator once for the call.  ``roles``: each prompt's role, needed
-        by ``sampling.constrained`` (each reply decoded under its role's action grammar)."""
+        ``sampling`` seeds torch's global generator once for the call.  ``grammars``: each prompt's grammar key
+        (``training.rollout.grammar.grammar_key``; a role's name for its plain grammar), needed by
+        ``sampling.constrained`` (each reply decoded under its action grammar)."""
         if not prompts:
             return []
         if row_seeds is not None and len(row_seeds) != len(prompts):
             raise ValueError("row_seeds needs one seed per prompt")
-        if sampling.constrained and (roles is None or len(roles) != len(prompts)):
-            raise ValueError("constrained sampling needs one role per prompt")
+        if sampling.constrained and (grammars is None or len(grammars) != len(prompts)):
+            raise ValueError("constrained sampling needs one grammar key per prompt")
         truncated = truncated or [False] * len(prompts)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -238,7 +239,7 @@ class PolicyModel:
             generation_config=config,
             logits_processor=sampling_processors(
                 sampling, recorder, row_seeds if sampling.do_sample else None,
-                GrammarMask(self.grammar, roles, width) if sampling.constrained else None),
+                GrammarMask(self.grammar, grammars, width) if sampling.constrained else None),
         )
         new_tokens = out.sequences[:, width:]
         logprobs = recorder.finish(new_tokens).cpu().tolist()

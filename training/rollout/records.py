@@ -83,6 +83,8 @@ class RoleTrajectory:
     ``env_mask`` is 1 on model tokens and 0 on environment tokens; ``logprobs`` has one entry per
     completion token (0.0 on environment tokens).  ``reward`` is the role's own reward
     (``EpisodeLog.role_rewards``: the judge's total for the Scientist, the lab's reward for the Lab Manager).
+    ``grammar``: the key of the grammar its replies are decoded and scored under (``rollout.sampling.constrained``;
+    ``training.rollout.grammar.grammar_key``).
     """
 
     role: AgentRole
@@ -93,6 +95,7 @@ class RoleTrajectory:
     reward: float
     turns: int
     parse_failures: int
+    grammar: str = ""
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ class VLLMPolicyModel(PolicyModel):
     def generate_ids(self, prompts: Sequence[list[int]], sampling: SamplingConfig,
                      *, truncated: Optional[Sequence[bool]] = None,
                      row_seeds: Optional[Sequence[int]] = None,
-                     roles: Optional[Sequence[str]] = None) -> list[Generation]:
+                     grammars: Optional[Sequence[str]] = None) -> list[Generation]:
         """Continue every token-id prompt; the engine batches and caches as it sees fit (``row_seeds``: one
         sampling seed per prompt).  Constrained decoding is the hf engine's (the run's config refuses it here)."""
         if sampling.constrained:

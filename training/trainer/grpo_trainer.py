@@ -14,8 +14,9 @@ about 1 for an exact engine on-policy, the correction of a batch played with old
 (``rollout.max_staleness``, ``training.trainer.rollouts_ahead``) or by an engine that drifts.
 With ``rollout.sampling.constrained`` (``grammar``: the rollouts' ``ActionGrammar``) every model token is scored
 under the mask its reply was sampled with (``_masked_logps``: the tokens its role's grammar did not allow there
-get ``-inf`` before the log-softmax), so sampling stays exactly on-policy; each row's role travels with the batch
-(``GRAMMAR_ROLE_KEY``).
+get ``-inf`` before the log-softmax), so sampling stays exactly on-policy; each row's grammar key (its role's, or a
+Lab Manager's bound to its lab's catalog) travels with the batch as an index into the trainer's table of keys
+(``GRAMMAR_KEY``).
 The arithmetic is ``training.trainer.grpo_maths``.
 """
 
@@ -27,7 +28,6 @@ from typing import Any, Callable, Optional
 import torch
 from trl import GRPOTrainer
 
-from replicalab.seats import ROLES
 from training.rollout.grammar import ActionGrammar
 from training.trainer.advantages import RoleBaseline
 from training.trainer.distributed import gather_to_main
@@ -35,9 +35,9 @@ from training.trainer.grpo_maths import (correction_metrics, correction_sums, co
                                          mismatch_metrics, mismatch_sums, process_share, rollout_correction)
 from training.trainer.rollouts import REWARD_KEY
 
-#: The column of a generation batch that holds each row's role (``replicalab.seats.ROLES`` index), for the
-#: grammar's masks.
-GRAMMAR_ROLE_KEY = "grammar_role"
+#: The column of a generation batch that holds each row's grammar key (an index into
+#: ``ReplicaLabGRPOTrainer.grammar_keys``), for the grammar's masks.
+GRAMMAR_KEY = "grammar"
 #: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
 MISMATCH_WARN_NATS = 1e-2
 
@@ -87,8 +87,11 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
                  grammar: Optional[ActionGrammar] = None, **kwargs: Any):
         self.metric_sink = metric_sink
         self.grammar = grammar
-        #: While a constrained batch is scored: its rows' roles and where their environment masks are.
-        self._scored_rows: Optional[tuple[list[str], Callable[[], Any]]] = None
+        #: While a constrained batch is scored: where its rows' grammar keys and environment masks are.
+        self._scored_rows: Optional[tuple[Callable[[], list[str]], Callable[[], Any]]] = None
+        #: Every grammar key a batch has held, in order of first use (``GRAMMAR_KEY`` indexes it).
+        self.grammar_keys: list[str] = []
+        self._grammar_index: dict[str, int] = {}
         self.rollout_correction_clip = rollout_correction_clip
         self.role_baseline = role_baseline
         self.max_staleness = max_staleness
@@ -101,7 +104,7 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
                 self.args.per_device_train_batch_size
         if self.grammar is not None:
             if self._scored_rows is None:
-                raise RuntimeError("a constrained batch scored without its rows' roles")
+                raise RuntimeError("a constrained batch scored without its rows' grammar keys")
             logits_to_keep = args[0] if args else kwargs["logits_to_keep"]
             chunk = kwargs.get("batch_size") or input_ids.size(0)
             return self._masked_logps(model, input_ids, attention_mask, logits_to_keep, chunk,
@@ -113,7 +116,8 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
                       batch_size: int, compute_entropy: bool) -> tuple[torch.Tensor, Optional[torch.Tensor], None]:
         """Per-token log-probs (and entropies) of the completion columns with each model token's grammar mask
         applied to the temperature-scaled logits: the distribution the rollout sampled it from."""
-        roles, env_source = self._scored_rows
+        grammar_source, env_source = self._scored_rows
+        grammars = grammar_source()
         model_tokens = attention_mask[:, -logits_to_keep:].bool() & env_columns(env_source(), input_ids.size(0),
                                                                                  logits_to_keep).to(input_ids.device)
         logps, entropies = [], []
@@ -124,7 +128,7 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
                                                  logits_to_keep=logits_to_keep + 1).logits
             logits = logits[:, -logits_to_keep - 1:-1].float() / self.temperature
             completion = ids[:, -logits_to_keep:]
-            allowed = self.grammar.completion_masks(roles[start:start + batch_size], completion.cpu(),
+            allowed = self.grammar.completion_masks(grammars[start:start + batch_size], completion.cpu(),
                                                     model_tokens[start:start + batch_size].cpu())
             allowed = allowed[..., :logits.size(-1)].to(logits.device)
             logp = logits.masked_fill(~allowed, float("-inf")).log_softmax(-1)
@@ -136,8 +140,8 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         if self.grammar is None:
             return super()._compute_loss(model, inputs)
-        roles = [ROLES[int(i)] for i in inputs[GRAMMAR_ROLE_KEY]]
-        self._scored_rows = (roles, lambda: inputs.get("tool_mask"))
+        grammars = [self.grammar_keys[int(i)] for i in inputs[GRAMMAR_KEY]]
+        self._scored_rows = (lambda: grammars, lambda: inputs.get("tool_mask"))
         try:
             return super()._compute_loss(model, inputs)
         finally:
@@ -146,15 +150,22 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         if self.grammar is None:
             return self._score_generation(inputs)
-        roles = [row["role"] for row in inputs]
-        self._scored_rows = (roles, lambda: self.rollout_func.last_env_mask)  # the rows' own, once played
+        rollouts = self.rollout_func
+        self._scored_rows = (lambda: rollouts.last_grammars, lambda: rollouts.last_env_mask)  # once played
         try:
             output = self._score_generation(inputs)
         finally:
             self._scored_rows = None
-        output[GRAMMAR_ROLE_KEY] = torch.tensor([ROLES.index(r) for r in roles],
-                                                device=output["completion_ids"].device)
+        output[GRAMMAR_KEY] = torch.tensor([self._grammar_id(key) for key in rollouts.last_grammars],
+                                           device=output["completion_ids"].device)
         return output
+
+    def _grammar_id(self, key: str) -> int:
+        """``key``'s index in ``grammar_keys`` (appended on first use)."""
+        if key not in self._grammar_index:
+            self._grammar_index[key] = len(self.grammar_keys)
+            self.grammar_keys.append(key)
+        return self._grammar_index[key]
 
     def _score_generation(self, inputs):
         output = super()._generate_and_score_completions(inputs)

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 #: The column of the rollout's output that holds each episode's role reward (read by ``role_reward``).
 REWARD_KEY = "role_reward"
+#: The rollout's per-row grammar keys (taken out of the batch TRL sees: ``EpisodeRollouts.last_grammars``).
+GRAMMARS_KEY = "grammars"
 #: Step ``t``'s sampling seed is ``seed * STEP_SEED_STRIDE + t``.
 STEP_SEED_STRIDE = 1_000_003
 
@@ -64,6 +66,7 @@ class EpisodeRollouts:
         self.episodes_played = 0
         self.last_timing: dict[str, float] = {}  # the last step's weight sync and rollout times
         self.last_env_mask: list[list[int]] = []  # this process's rows of the last batch: which tokens are the model's
+        self.last_grammars: list[str] = []  # ... and the grammar keys their replies were decoded under
         self._resumed_at: Optional[int] = None  # the first step after a resume: the restored snapshots go out
 
     def resume(self, checkpoint: Path, step: int, episodes_played: int) -> None:
@@ -84,7 +87,8 @@ class EpisodeRollouts:
         per_process = gather_to_main(list(prompts))
         parts = None if per_process is None else self._play(step, state, per_process, time.perf_counter() - tick)
         part = scatter_from_main(parts)
-        self.last_env_mask = part["env_mask"]  # this process's rows' (a constrained batch's scoring reads them)
+        self.last_grammars = part.pop(GRAMMARS_KEY)  # this process's rows' (a constrained batch's scoring reads them)
+        self.last_env_mask = part["env_mask"]
         return part
 
     def _jobs(self, step: int, prompts: Sequence[str]) -> list[EpisodeJob]:
@@ -136,6 +140,7 @@ class EpisodeRollouts:
                 "logprobs": [t.logprobs for t in trajectories],
                 "env_mask": [t.env_mask for t in trajectories],
                 REWARD_KEY: [t.reward for t in trajectories],
+                GRAMMARS_KEY: [t.grammar or t.role for t in trajectories],
             })
         return parts
 

@@ -224,7 +224,7 @@ def test_constrained_sampling_is_scored_exactly_by_the_trainer(standin, tmp_path
     policy = _policy(path)
     roles = ["scientist", "lab_manager", "lab_manager"]
     sampling = SamplingConfig(temperature=TEMPERATURE, max_new_tokens=24, seed=3, constrained=True)
-    gens = policy.generate(CHATS, sampling, roles=roles)
+    gens = policy.generate(CHATS, sampling, grammars=roles)
     trainer = _trainer(path, tmp_path, policy.tokenizer)
     trainer.grammar = trainer_grammar(trainer, policy.tokenizer)
     trainer._scored_rows = (roles, lambda: None)

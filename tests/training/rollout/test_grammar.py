@@ -20,18 +20,22 @@ from replicalab.seeds import VALIDATION_SEEDS
 SCIENTISTS = ("naive", "reader+defender+asker", "asker")
 
 
-def _canonical_replies() -> list[tuple[str, str]]:
-    """(role, canonical text) of every action the scripted seats take on a spread of validation episodes."""
+def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
+    """(grammar key, canonical text) of every action the scripted seats take on a spread of validation episodes:
+    a Scientist's under its role's grammar, a Lab Manager's under its lab's catalog."""
+    from training.rollout.grammar import grammar_key
+
     env, found = ReplicaLabEnv(), set()
-    for t, d in cells():
-        for sci in SCIENTISTS:
-            for lab in LAB_POLICIES:
-                log = run_episode(env, scripted_agent("scientist", sci, VALIDATION_SEEDS[0], t, d), lab,
-                                  seed=VALIDATION_SEEDS[0], template=t, difficulty=d)
-                for turn in log.turns:
-                    if turn.action is not None:
-                        action = parse_action(json.dumps(turn.action), turn.role)
-                        found.add((turn.role, format_action(action)))
+    for seed in seeds:
+        for t, d in cells():
+            for sci in SCIENTISTS:
+                for lab in LAB_POLICIES:
+                    log = run_episode(env, scripted_agent("scientist", sci, seed, t, d), lab,
+                                      seed=seed, template=t, difficulty=d)
+                    for turn in log.turns:
+                        if turn.action is not None:
+                            action = parse_action(json.dumps(turn.action), turn.role)
+                            found.add((grammar_key(turn.role, env.techniques), format_action(action)))
     return sorted(found)
 
 
@@ -46,22 +50,79 @@ def _grammar(path):
     return PolicyModel(str(path), device="cpu")
 
 
+def _refused(policy, key: str, text: str) -> list[int]:
+    """The positions of ``text``'s tokens (and its stop token) grammar ``key`` refuses; for a text it allows,
+    checks that no stop token was allowed before the object closed."""
+    tok, stop = policy.tokenizer, policy.stop_token_ids[0]
+    ids = tok.encode(text, add_special_tokens=False) + [stop]
+    masks = policy.grammar.completion_masks([key], torch.tensor([ids]), torch.ones(1, len(ids)))[0]
+    refused = [i for i, tok_id in enumerate(ids) if not masks[i, tok_id]]
+    assert refused or not masks[:-1, stop].any(), "a stop token allowed before the object closed"
+    return refused
+
+
 def _check_allowed(policy, replies) -> None:
-    grammar, tok = policy.grammar, policy.tokenizer
-    stop = policy.stop_token_ids[0]
-    for role, text in replies:
-        ids = tok.encode(text, add_special_tokens=False) + [stop]
-        masks = grammar.completion_masks([role], torch.tensor([ids]), torch.ones(1, len(ids)))[0]
-        refused = [i for i, tok_id in enumerate(ids) if not masks[i, tok_id]]
-        assert not refused, f"{role} {text!r}: token {refused[0]} refused"
-        assert not masks[:-1, stop].any(), "a stop token allowed before the object closed"
+    for key, text in replies:
+        refused = _refused(policy, key, text)
+        assert not refused, f"{key[:40]} {text!r}: token {refused[0]} refused"
 
 
 def test_the_default_tokenizer_spells_every_canonical_action_under_its_grammar(replies):
     from training.model.default import resolve_default_model
 
-    assert len(replies) > 50 and {r for r, _ in replies} == set(ACTION_MODELS)
+    roles = {json.loads(k)["role"] if k.startswith("{") else k for k, _ in replies}
+    assert len(replies) > 50 and roles == set(ACTION_MODELS)
+    assert any(k.startswith("{") and '"suggested_technique"' in text for k, text in replies)
     _check_allowed(_grammar(resolve_default_model()), replies)
+
+
+@pytest.mark.slow
+def test_every_scripted_repair_is_written_under_its_labs_bound_grammar(default_policy):
+    """Over many seeds, every action of every scripted lab (a repair to another technique included) is one its
+    episode's catalog-bound grammar allows."""
+    replies = [(k, text) for k, text in _canonical_replies(VALIDATION_SEEDS[1:6]) if k.startswith("{")]
+    assert sum('"suggested_technique"' in text for _, text in replies) > 20
+    _check_allowed(default_policy, replies)
+
+
+def test_a_labs_bound_grammar_refuses_what_its_catalog_does_not_hold(default_policy):
+    """A named technique the lab does not run, a slot left without one of its options and slot options out of
+    order are refused; the same repair written from the catalog, with an extra item, and one that names no
+    technique (lists free) are allowed.  A Scientist's grammar is never bound."""
+    from replicalab.models import LabTechnique
+    from training.rollout.grammar import grammar_key
+
+    catalog = [LabTechnique(id="pcr", equipment_slots=[["thermocycler", "qpcr_machine"]],
+                            reagent_slots=[["taq", "pfu"], ["primers"]], min_days=2),
+               LabTechnique(id="elisa", equipment_slots=[["plate_reader"]], reagent_slots=[["antibody_a"]])]
+    key = grammar_key("lab_manager", catalog)
+    assert grammar_key("scientist", catalog) == "scientist" and grammar_key("lab_manager") == "lab_manager"
+    head = ('{"budget_ok":true,"equipment_ok":false,"reagents_ok":true,"schedule_ok":true,"staff_ok":true,'
+            '"feasible":false,"action_type":"suggest_alternative",')
+    tail = '"explanation":"the lab runs this instead"}'
+    allowed = ['"suggested_technique":"pcr","suggested_equipment":["qpcr_machine","centrifuge"],'
+               '"suggested_reagents":["pfu","primers"],',
+               '"suggested_technique":"elisa","suggested_duration_days":3,',
+               '"suggested_equipment":["plate_reader"],']
+    refused = ['"suggested_technique":"western_blot",',
+               '"suggested_technique":"pcr","suggested_equipment":["plate_reader"],',
+               '"suggested_technique":"pcr","suggested_reagents":["primers","taq"],',
+               '"suggested_technique":"elisa","suggested_reagents":["antibody_a"],"suggested_equipment":[],']
+    for middle in allowed:
+        assert not _refused(default_policy, key, head + middle + tail), middle
+        assert not _refused(default_policy, "lab_manager", head + middle + tail), middle
+    for middle in refused:
+        assert _refused(default_policy, key, head + middle + tail), middle
+    assert not _refused(default_policy, "lab_manager", head + refused[0] + tail)
+
+
+def test_a_grammar_key_that_is_neither_a_role_nor_a_catalog_is_refused_in_one_line(default_policy):
+    with pytest.raises(ValueError, match="not an action grammar key"):
+        default_policy.grammar.matcher('{"role": "lab_manager"}')
+    with pytest.raises(ValueError, match="no action grammar for role"):
+        default_policy.grammar.matcher('{"role": "judge", "lab_techniques": []}')
+    with pytest.raises(ValueError, match="not an action grammar key"):
+        default_policy.grammar.matcher("judge")
 
 
 @pytest.mark.slow
@@ -85,7 +146,7 @@ def test_constrained_replies_are_their_roles_json_actions_sampled_exactly(defaul
     chats = [[{"role": "user", "content": f"Case {i}: the plan needs {i} days. Your move."}] for i in range(6)]
     roles = ["scientist", "lab_manager"] * 3
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=200, seed=5, constrained=True)
-    gens = default_policy.generate(chats, sampling, roles=roles)
+    gens = default_policy.generate(chats, sampling, grammars=roles)
     finished = [(g, r) for g, r in zip(gens, roles) if g.finished]
     assert len(finished) >= 4
     for g, role in finished:
@@ -107,7 +168,7 @@ def test_constrained_replies_are_their_roles_json_actions_sampled_exactly(defaul
 def test_constrained_sampling_needs_each_prompts_role(default_policy):
     from training.config.model import SamplingConfig
 
-    with pytest.raises(ValueError, match="one role per prompt"):
+    with pytest.raises(ValueError, match="one grammar key per prompt"):
         default_policy.generate_ids([[1, 2]], SamplingConfig(constrained=True))
 
 
