@@ -6,8 +6,8 @@ A run with ``grpo.group_by: turn`` writes its branch episodes to ``episodes.json
 consecutive episodes a group, each replaying the same prefix and sampling its own reply at the branch turn.  The
 branch turn is the first turn of the role at which the group's actions differ (a group whose replies all agree
 holds no contrast and is counted apart).  For each kind of branch turn (a skill's chance, the lab's ``repair``
-chance, or ``other``) and each move (the reply's action type, marked when it used the chance's skill; ``invalid``
-for a reply the env refused), the script prints how often the move was sampled there in the first and the last
+chance, or ``other``) and each move (the reply's action type, marked when it used the chance's skill or, for a
+Lab Manager's suggestion, when it repairs: ``training.bench.repairs``; ``invalid`` for a reply the env refused), the script prints how often the move was sampled there in the first and the last
 ``--window`` steps, its mean in-group advantage (its episode's reward minus the group's mean) and the sum of its
 advantages as GRPO's group scaling weighs them (divided by the group's reward std): what the run's gradient
 pushed, move by move.
@@ -24,6 +24,7 @@ from pathlib import Path
 from replicalab.models import EpisodeLog
 from replicalab.lab_chances import repair_chances
 from replicalab.skill_use import skill_chances
+from training.bench.repairs import checked
 from training.rollout.branch import REPAIR
 
 OTHER = "other"
@@ -32,6 +33,8 @@ INVALID = "invalid"
 SCALE_EPS = 1e-4
 #: Appended to a Scientist's move at a skill's chance when the reply used the skill (its content right).
 USED = " (skill used)"
+#: Appended to a Lab Manager's suggestion when, applied to the plan on the table, the lab's check passes it.
+REPAIRS = " (repairs)"
 
 
 def _moves(log: EpisodeLog, role: str) -> list[str]:
@@ -42,6 +45,18 @@ def _moves(log: EpisodeLog, role: str) -> list[str]:
 def _used(log: EpisodeLog, turn: int) -> bool:
     """Whether the Scientist's ``turn``-th reply used the skill whose chance it was."""
     return any(c.used for c in skill_chances(log) if c.turn == turn)
+
+
+def _repairs(log: EpisodeLog, turn: int) -> bool:
+    """Whether the Lab Manager's ``turn``-th reply is a suggestion that repairs."""
+    return any(index == turn and report is not None and report.ok for index, _, report in checked(log))
+
+
+def _mark(log: EpisodeLog, role: str, turn: int) -> str:
+    """The mark of the ``role``'s ``turn``-th reply: the skill used, the repair made, or none."""
+    if role == "scientist":
+        return USED if _used(log, turn) else ""
+    return REPAIRS if _repairs(log, turn) else ""
 
 
 def _fingerprints(log: EpisodeLog, role: str) -> list[str]:
@@ -73,7 +88,7 @@ def branch_rows(rows: list[dict], role: str, group_size: int) -> tuple[list[tupl
         for log, reward in zip(logs, rewards):
             moves = _moves(log, role)
             if turn < len(moves):
-                move = moves[turn] + (USED if role == "scientist" and _used(log, turn) else "")
+                move = moves[turn] + _mark(log, role, turn)
                 out.append((group[0]["step"], chances.get(turn, OTHER), move, reward - mean, (reward - mean) / std))
     return out, flat
 

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from replicalab.agents.brief import suggested_plan
 from replicalab.episode import replayed_views
-from replicalab.lab.feasibility import check_feasibility
+from replicalab.lab.feasibility import FeasibilityReport, check_feasibility
 from replicalab.models import EpisodeLog, LabManagerActionType, Protocol
 from replicalab.scenarios import generate_scenario
 
@@ -25,28 +25,36 @@ UNKNOWN = "names an item the lab does not know"
 EMPTY_SLOT = "leaves a slot of the technique without an item"
 
 
-def suggestions(log: EpisodeLog) -> list[dict]:
-    """The plans the Scientist was offered in ``log``: the plan on the table with each suggestion applied."""
-    out, suggested = [], False
+def suggestions(log: EpisodeLog) -> list[tuple[int, dict]]:
+    """The plans the Scientist was offered in ``log``: (the index of the suggesting turn among the Lab Manager's
+    turns, the plan on the table with the suggestion applied)."""
+    out, suggested, index = [], None, -1
     for turn, view in replayed_views(log):
         if turn.role == "lab_manager":
-            suggested = bool(turn.action) and turn.action.get("action_type") == LabManagerActionType.SUGGEST_ALTERNATIVE.value
-        elif suggested:
-            out.append(suggested_plan(view))
-            suggested = False
+            index += 1
+            suggests = bool(turn.action) and turn.action.get("action_type") == LabManagerActionType.SUGGEST_ALTERNATIVE.value
+            suggested = index if suggests else None
+        elif suggested is not None:
+            out.append((suggested, suggested_plan(view)))
+            suggested = None
     return out
+
+
+def checked(log: EpisodeLog) -> list[tuple[int, dict, FeasibilityReport | None]]:
+    """Each suggestion of ``log`` (``suggestions``) with the lab's check of its plan (None: it changed nothing)."""
+    scenario = generate_scenario(log.seed, log.scenario_template, log.difficulty)
+    return [(index, plan, check_feasibility(Protocol(**plan, rationale=RATIONALE), scenario) if plan else None)
+            for index, plan in suggestions(log)]
 
 
 def tally(logs: Iterable[EpisodeLog]) -> tuple[Counter, Counter]:
     """(``repairs`` / ``fails`` / ``empty`` counts, the reasons of the failing ones)."""
     counts, reasons = Counter(), Counter()
     for log in logs:
-        scenario = generate_scenario(log.seed, log.scenario_template, log.difficulty)
-        for plan in suggestions(log):
-            if not plan:
+        for _, _, report in checked(log):
+            if report is None:
                 counts["empty"] += 1
                 continue
-            report = check_feasibility(Protocol(**plan, rationale=RATIONALE), scenario)
             counts["repairs" if report.ok else "fails"] += 1
             if not report.ok:
                 reasons.update(report.failed)

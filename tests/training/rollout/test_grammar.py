@@ -191,3 +191,33 @@ def test_constrained_decoding_needs_a_fast_tokenizer():
 
     with pytest.raises(UserInputError, match="fast"):
         ActionGrammar(Slow(), [2], 10)
+
+
+def test_a_lab_manager_seat_replies_under_its_episodes_catalog(default_policy):
+    """Played as rollouts, constrained at 1.0: each Lab Manager trajectory carries its episode's catalog-bound
+    grammar key, and every suggestion that names a technique names one of that catalog, each item list empty or
+    one option of each of its slots, in order, first."""
+    from training.config.model import SamplingConfig
+    from training.rollout.grammar import grammar_key
+    from training.rollout.play import play_jobs
+    from training.rollout.records import episode_jobs
+
+    jobs = episode_jobs(cells(), VALIDATION_SEEDS[:1], role="lab_manager")
+    sampling = SamplingConfig(temperature=1.0, seed=3, constrained=True)
+    records = play_jobs(default_policy, jobs, scientist="scripted:naive", lab_manager="policy", sampling=sampling)
+    env, named = ReplicaLabEnv(), 0
+    for record in records:
+        env.reset(record.job.seed, record.job.template, record.job.difficulty)
+        assert record.trajectory.grammar == grammar_key("lab_manager", env.techniques) != "lab_manager"
+        catalog = {t.id: t for t in env.techniques}
+        for turn in record.log.turns:
+            if turn.role != "lab_manager" or not (turn.action or {}).get("suggested_technique"):
+                continue
+            named += 1
+            technique = catalog[turn.action["suggested_technique"]]
+            for slots, field in ((technique.equipment_slots, "suggested_equipment"),
+                                 (technique.reagent_slots, "suggested_reagents")):
+                items = turn.action.get(field, [])
+                assert not items or (len(items) >= len(slots)
+                                     and all(item in slot for item, slot in zip(items, slots))), turn.action
+    assert named >= 3, named
