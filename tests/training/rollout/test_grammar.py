@@ -193,6 +193,7 @@ def test_constrained_decoding_needs_a_fast_tokenizer():
         ActionGrammar(Slow(), [2], 10)
 
 
+@pytest.mark.slow
 def test_a_lab_manager_seat_replies_under_its_episodes_catalog(default_policy):
     """Played as rollouts, constrained at 1.0: each Lab Manager trajectory carries its episode's catalog-bound
     grammar key, and every suggestion that names a technique names one of that catalog, each item list empty or
