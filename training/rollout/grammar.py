@@ -67,7 +67,6 @@ def _key_parts(key: str) -> tuple[str, list[LabTechnique]]:
         raise ValueError(f"not an action grammar key: {key[:80]!r}; roles: {', '.join(ACTION_MODELS)}") from e
 
 
-@lru_cache(maxsize=GRAMMAR_CACHE)
 def _schema_json(key: str) -> str:
     """The JSON schema the replies of grammar ``key`` are decoded under: the role's action model, properties in
     canonical order, no other keys, strings capped; bound to the key's catalog (``_bound``) when it has one."""

@@ -84,7 +84,7 @@ class RoleTrajectory:
     completion token (0.0 on environment tokens).  ``reward`` is the role's own reward
     (``EpisodeLog.role_rewards``: the judge's total for the Scientist, the lab's reward for the Lab Manager).
     ``grammar``: the key of the grammar its replies are decoded and scored under (``rollout.sampling.constrained``;
-    ``training.rollout.grammar.grammar_key``).
+    ``training.rollout.grammar.grammar_key``; ``training.rollout.play`` always sets it).
     """
 
     role: AgentRole

@@ -140,7 +140,7 @@ class EpisodeRollouts:
                 "logprobs": [t.logprobs for t in trajectories],
                 "env_mask": [t.env_mask for t in trajectories],
                 REWARD_KEY: [t.reward for t in trajectories],
-                GRAMMARS_KEY: [t.grammar or t.role for t in trajectories],
+                GRAMMARS_KEY: [t.grammar for t in trajectories],
             })
         return parts
 
