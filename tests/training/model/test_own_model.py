@@ -227,7 +227,7 @@ def test_constrained_sampling_is_scored_exactly_by_the_trainer(standin, tmp_path
     gens = policy.generate(CHATS, sampling, grammars=roles)
     trainer = _trainer(path, tmp_path, policy.tokenizer)
     trainer.grammar = trainer_grammar(trainer, policy.tokenizer)
-    trainer._scored_rows = (roles, lambda: None)
+    trainer._scored_rows = (lambda: roles, lambda: None)
     scored = trainer_logprobs(trainer, gens, policy.pad_token_id)
     for g, role, t in zip(gens, roles, scored):
         assert policy.tokenizer.decode(g.completion_ids[:1]).startswith("{"), kind
