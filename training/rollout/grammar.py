@@ -3,18 +3,19 @@ grammar, so it is one JSON object of the role's action, in the canonical field o
 
 The grammar is the role's action model as a JSON schema (``_schema_json``: properties in
 ``replicalab.parsing.field_order``, no other keys, defaults optional), compiled by llguidance for the model's
-tokenizer.  A Lab Manager's is bound to its lab's catalog (``LabManagerObservation.lab_techniques``), so each seat
-of each episode has a grammar of its own, named by its key (``grammar_key``): a suggestion that names a technique
-names one the lab runs, and an item list it writes holds one option of each of that technique's slots, in slot
-order, before any other item (``_bound``); a suggestion that names none keeps the plan's technique and writes its
-lists freely.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
+tokenizer.  A Lab Manager's is bound to what its lab can offer (``lab_binding``, from the seat's first view), so
+each seat of each episode has a grammar of its own, named by its key (``grammar_key``): a suggestion that names a
+technique names one of the catalog (``LabManagerObservation.lab_techniques``) the lab can run; an item list it
+writes holds items the lab can use of its kind and, under a named technique, one usable option of each slot in slot
+order before any other (``_bound``); a schedule it writes fits the time limit and, under a named technique, its
+minimum days.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
 logits-processor chain, before temperature, top-k and top-p); a stop token is allowed only where the object is
 complete.  Sampling is therefore exactly from the policy's distribution renormalised over the allowed tokens, and
 the trainer scores each model token under the same mask (``completion_masks``, from the tokens before it in its
 reply), so the recorded and the trained log-probs are the same number.
 
-The grammar fixes the form, never the content: which action, which flags, which technique, which option of each
-slot, which numbers are the model's.
+The grammar fixes the form and, for a Lab Manager, what its lab has to offer: which action, which flags, whether
+to suggest, which technique, which option of each slot, which numbers are the model's.
 The rules a schema cannot state (``feasible`` is the AND of the flags, accept needs feasible, ...) are still the
 parser's and the environment's; a reply cut by ``max_new_tokens`` before its object closes still fails to parse.
 """
@@ -24,12 +25,13 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from typing import Any, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 from transformers import LogitsProcessor
 
-from replicalab.models import LabTechnique
+from replicalab.models import LabManagerObservation, LabTechnique
 from replicalab.parsing import ACTION_MODELS, field_order
 from training.errors import UserInputError
 
@@ -47,66 +49,109 @@ JSON_OPTIONS = {"item_separator": ",", "key_separator": ":", "whitespace_pattern
 GRAMMAR_CACHE = 4096
 
 
-def grammar_key(role: str, techniques: Sequence[LabTechnique] = ()) -> str:
+class LabBinding(BaseModel):
+    """What a Lab Manager's grammar is bound to in one episode (``grammar_key``): the techniques of its lab's
+    catalog it can run, each slot narrowed to the options it can use, the items it can use of each kind (owned,
+    not booked, in stock) and its time limit.  A lab offers only what it has."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["lab_manager"] = "lab_manager"
+    lab_techniques: list[LabTechnique]
+    equipment: list[str]
+    reagents: list[str]
+    time_limit_days: int = Field(ge=0)
+
+
+def lab_binding(view: LabManagerObservation) -> LabBinding:
+    """The binding of the Lab Manager whose observation is ``view``: a technique stays when each of its slots has
+    an option the lab can use and its minimum days fit the time limit, with those options only."""
+    equipment, reagents = set(view.equipment_available), set(view.reagents_in_stock)
+    runnable = []
+    for t in view.lab_techniques:
+        eq = [[o for o in slot if o in equipment] for slot in t.equipment_slots]
+        re = [[o for o in slot if o in reagents] for slot in t.reagent_slots]
+        if all(eq) and all(re) and t.min_days <= view.time_limit_days:
+            runnable.append(LabTechnique(id=t.id, equipment_slots=eq, reagent_slots=re, min_days=t.min_days))
+    return LabBinding(lab_techniques=runnable, equipment=sorted(equipment), reagents=sorted(reagents),
+                      time_limit_days=view.time_limit_days)
+
+
+def grammar_key(role: str, view: Optional[LabManagerObservation] = None) -> str:
     """The key of the grammar a ``role`` seat replies under in one episode: the role's name, or for a Lab Manager
-    with its lab's catalog (``techniques``: ``LabManagerObservation.lab_techniques``), the role and the catalog as
-    compact JSON."""
-    if role != "lab_manager" or not techniques:
+    with its first observation (``view``), its ``lab_binding`` as compact JSON."""
+    if role != "lab_manager" or view is None:
         return role
-    return json.dumps({"role": role, "lab_techniques": [t.model_dump() for t in techniques]}, separators=(",", ":"))
+    return lab_binding(view).model_dump_json()
 
 
-def _key_parts(key: str) -> tuple[str, list[LabTechnique]]:
-    """(role, catalog) of a ``grammar_key``."""
+def _key_parts(key: str) -> tuple[str, Optional[LabBinding]]:
+    """(role, binding or None) of a ``grammar_key``."""
     if key in ACTION_MODELS:
-        return key, []
+        return key, None
     try:
-        found = json.loads(key)
-        return found["role"], [LabTechnique.model_validate(t) for t in found["lab_techniques"]]
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"not an action grammar key: {key[:80]!r}; roles: {', '.join(ACTION_MODELS)}") from e
+        return "lab_manager", LabBinding.model_validate_json(key)
+    except ValueError:
+        try:
+            role = json.loads(key).get("role")
+        except (ValueError, AttributeError):
+            role = None
+        if isinstance(role, str) and role != "lab_manager":
+            raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(ACTION_MODELS)}") from None
+        raise ValueError(f"not an action grammar key: {key[:80]!r}; roles: {', '.join(ACTION_MODELS)}") from None
 
 
 def _schema_json(key: str) -> str:
     """The JSON schema the replies of grammar ``key`` are decoded under: the role's action model, properties in
-    canonical order, no other keys, strings capped; bound to the key's catalog (``_bound``) when it has one."""
-    role, techniques = _key_parts(key)
-    if role not in ACTION_MODELS:
-        raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(ACTION_MODELS)}")
+    canonical order, no other keys, strings capped; bound to the key's lab (``_bound``) when it has one."""
+    role, binding = _key_parts(key)
     model = ACTION_MODELS[role]
     schema = model.model_json_schema()
     schema["properties"] = {name: _capped(schema["properties"][name]) for name in field_order(model)}
     schema["additionalProperties"] = False
-    return json.dumps(_bound(schema, techniques) if techniques else schema)
+    return json.dumps(_bound(schema, binding) if binding is not None else schema)
 
 
-def _bound(schema: dict[str, Any], techniques: Sequence[LabTechnique]) -> dict[str, Any]:
-    """The Lab Manager's ``schema`` bound to its lab's catalog: one branch that names no technique (lists free),
-    and one per technique that names it, each item list empty or its slots' options in slot order first."""
+def _bound(schema: dict[str, Any], binding: LabBinding) -> dict[str, Any]:
+    """The Lab Manager's ``schema`` bound to its lab (``binding``): every suggested item one the lab can use of its
+    kind and every suggested schedule within the time limit; one branch that names no technique, and one per
+    runnable technique that names it, each item list empty or one usable option of each slot in slot order first,
+    and a schedule unchanged (0) or from the technique's minimum days."""
     defs = schema.pop("$defs", {})
     free = copy.deepcopy(schema)
-    free["properties"]["suggested_technique"] = {"const": ""}
+    free["properties"].update(suggested_technique={"const": ""},
+                              suggested_equipment=_listed((), binding.equipment),
+                              suggested_reagents=_listed((), binding.reagents),
+                              suggested_duration_days=_days(0, binding.time_limit_days))
     branches = [free]
-    for technique in techniques:
+    for technique in binding.lab_techniques:
         branch = copy.deepcopy(schema)
-        properties = branch["properties"]
-        properties["suggested_technique"] = {"const": technique.id}
-        properties["suggested_equipment"] = _slotted(technique.equipment_slots)
-        properties["suggested_reagents"] = _slotted(technique.reagent_slots)
+        branch["properties"].update(suggested_technique={"const": technique.id},
+                                    suggested_equipment=_listed(technique.equipment_slots, binding.equipment),
+                                    suggested_reagents=_listed(technique.reagent_slots, binding.reagents),
+                                    suggested_duration_days=_days(technique.min_days, binding.time_limit_days))
         branch["required"] = [*branch.get("required", []), "suggested_technique"]
         branches.append(branch)
     return {"$defs": defs, "anyOf": branches}
 
 
-def _slotted(slots: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """An item list of a technique with ``slots``: empty (the plan's list stays), or one option of each slot in
-    slot order followed by any other items."""
-    text = {"type": "string", "maxLength": MAX_TEXT_CHARS}
-    if not slots:
-        return {"type": "array", "items": text}
-    return {"anyOf": [{"type": "array", "maxItems": 0},
-                      {"type": "array", "prefixItems": [{"enum": list(slot)} for slot in slots], "items": text,
-                       "minItems": len(slots)}]}
+def _listed(slots: Sequence[Sequence[str]], usable: Sequence[str]) -> dict[str, Any]:
+    """An item list of a technique with ``slots`` (none: the plan's own technique): empty (the plan's list stays),
+    or one option of each slot in slot order followed by other ``usable`` items."""
+    if not slots and not usable:
+        return {"type": "array", "maxItems": 0}
+    extra: dict[str, Any] = {"items": {"enum": list(usable)}} if usable else {"maxItems": len(slots)}
+    filled = {"type": "array", "minItems": max(len(slots), 1), **extra}
+    if slots:
+        filled["prefixItems"] = [{"enum": list(slot)} for slot in slots]
+    return {"anyOf": [{"type": "array", "maxItems": 0}, filled]}
+
+
+def _days(least: int, limit: int) -> dict[str, Any]:
+    """A suggested schedule: 0 (unchanged) or from ``least`` (at least 1) to ``limit`` days."""
+    if max(least, 1) > limit:
+        return {"const": 0}
+    return {"anyOf": [{"const": 0}, {"type": "integer", "minimum": max(least, 1), "maximum": limit}]}
 
 
 @lru_cache(maxsize=GRAMMAR_CACHE)
@@ -177,8 +222,8 @@ class ActionGrammar:
     def completion_masks(self, grammars: Sequence[str], completion_ids: torch.Tensor,
                          model_tokens: torch.Tensor) -> torch.Tensor:
         """``[B, K, vocab_size]`` bool: for each model token of each row's completion, the tokens its grammar
-        (``grammars``: one key per row) allowed there (replayed from the tokens before it in its reply; a reply is a run of model tokens);
-        every token at the other positions (the environment's tokens, padding)."""
+        (``grammars``: one key per row) allowed there (replayed from the tokens before it in its reply; a reply is a
+        run of model tokens); every token at the other positions (the environment's tokens, padding)."""
         rows, width = completion_ids.shape
         masks = torch.ones((rows, width, self.vocab_size), dtype=torch.bool)
         ids, model = completion_ids.tolist(), model_tokens.bool().tolist()

@@ -120,7 +120,7 @@ def seat_prompt(policy: PolicyModel, seat: ModelSeat, role: str, observation,
     """Extend the ``role`` seat's chat with the new observation; None when the context window is full (then,
     and for every later turn of the seat, the turn is an invalid one and nothing is generated)."""
     if not seat.grammar:
-        seat.grammar = grammar_key(role, getattr(observation, "lab_techniques", ()))
+        seat.grammar = grammar_key(role, observation if role == "lab_manager" else None)
     if seat.exhausted:
         return None
     budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)

@@ -20,9 +20,17 @@ from replicalab.seeds import VALIDATION_SEEDS
 SCIENTISTS = ("naive", "reader+defender+asker", "asker")
 
 
+def _lab_view(env: ReplicaLabEnv):
+    """The Lab Manager's first view of ``env``'s episode (before any protocol): what its grammar is bound to."""
+    from replicalab.env_records import lab_manager_view
+
+    s = env.scenario
+    return lab_manager_view(s, [], None, 0, 0, s.lab.budget_total, None, env.techniques).lab_manager
+
+
 def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
     """(grammar key, canonical text) of every action the scripted seats take on a spread of validation episodes:
-    a Scientist's under its role's grammar, a Lab Manager's under its lab's catalog."""
+    a Scientist's under its role's grammar, a Lab Manager's under its lab's binding."""
     from training.rollout.grammar import grammar_key
 
     env, found = ReplicaLabEnv(), set()
@@ -35,7 +43,7 @@ def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
                     for turn in log.turns:
                         if turn.action is not None:
                             action = parse_action(json.dumps(turn.action), turn.role)
-                            found.add((grammar_key(turn.role, env.techniques), format_action(action)))
+                            found.add((grammar_key(turn.role, _lab_view(env)), format_action(action)))
     return sorted(found)
 
 
@@ -85,35 +93,51 @@ def test_every_scripted_repair_is_written_under_its_labs_bound_grammar(default_p
     _check_allowed(default_policy, replies)
 
 
-def test_a_labs_bound_grammar_refuses_what_its_catalog_does_not_hold(default_policy):
-    """A named technique the lab does not run, a slot left without one of its options (another technique's item in
-    it, or a list that stops before its last slot) and slot options out of order are refused; the same repair written from the catalog, with an extra item, and one that names no
-    technique (lists free) are allowed.  A Scientist's grammar is never bound."""
-    from replicalab.models import LabTechnique
-    from training.rollout.grammar import grammar_key
+def test_a_labs_bound_grammar_refuses_what_its_lab_cannot_offer(default_policy):
+    """Bound to its lab, a Lab Manager's grammar refuses a technique the lab does not run or cannot run (a slot with
+    no usable option), a slot left without one of its usable options (another technique's item, a booked option, a
+    list that stops before its last slot), slot options out of order, an extra item the lab cannot use, a schedule
+    past the time limit or under the technique's minimum; it allows the same repair written from what the lab can
+    use, with a usable extra item, and one that names no technique.  A Scientist's grammar is never bound."""
+    from replicalab.models import LabManagerObservation, LabTechnique
+    from training.rollout.grammar import grammar_key, lab_binding
 
     catalog = [LabTechnique(id="pcr", equipment_slots=[["thermocycler", "qpcr_machine"]],
                             reagent_slots=[["taq", "pfu"], ["primers"]], min_days=2),
-               LabTechnique(id="elisa", equipment_slots=[["plate_reader"]], reagent_slots=[["antibody_a"]])]
-    key = grammar_key("lab_manager", catalog)
-    assert grammar_key("scientist", catalog) == "scientist" and grammar_key("lab_manager") == "lab_manager"
+               LabTechnique(id="elisa", equipment_slots=[["plate_reader"]], reagent_slots=[["antibody_a"]]),
+               LabTechnique(id="flow", equipment_slots=[["cytometer"]], reagent_slots=[["dye"]])]
+    view = LabManagerObservation(
+        budget_total=100, budget_remaining=100, staff_count=2, time_limit_days=10, lab_techniques=catalog,
+        equipment_available=["qpcr_machine", "centrifuge", "plate_reader"], equipment_booked=["thermocycler"],
+        reagents_in_stock=["taq", "pfu", "primers", "dye"], reagents_out_of_stock=["antibody_a"])
+    binding = lab_binding(view)
+    assert [t.id for t in binding.lab_techniques] == ["pcr"]
+    assert binding.lab_techniques[0].equipment_slots == [["qpcr_machine"]]
+    key = grammar_key("lab_manager", view)
+    assert grammar_key("scientist", view) == "scientist" and grammar_key("lab_manager") == "lab_manager"
     head = ('{"budget_ok":true,"equipment_ok":false,"reagents_ok":true,"schedule_ok":true,"staff_ok":true,'
             '"feasible":false,"action_type":"suggest_alternative",')
     tail = '"explanation":"the lab runs this instead"}'
     allowed = ['"suggested_technique":"pcr","suggested_equipment":["qpcr_machine","centrifuge"],'
                '"suggested_reagents":["pfu","primers"],',
-               '"suggested_technique":"elisa","suggested_duration_days":3,',
-               '"suggested_equipment":["plate_reader"],']
+               '"suggested_technique":"pcr","suggested_duration_days":10,',
+               '"suggested_sample_size":4,"suggested_equipment":["plate_reader"],"suggested_duration_days":3,']
     refused = ['"suggested_technique":"western_blot",',
+               '"suggested_technique":"elisa",',
                '"suggested_technique":"pcr","suggested_equipment":["plate_reader"],',
+               '"suggested_technique":"pcr","suggested_equipment":["thermocycler"],',
                '"suggested_technique":"pcr","suggested_reagents":["primers","taq"],',
-               '"suggested_technique":"pcr","suggested_reagents":["pfu"],']
+               '"suggested_technique":"pcr","suggested_reagents":["pfu"],',
+               '"suggested_technique":"pcr","suggested_reagents":["pfu","primers","antibody_a"],',
+               '"suggested_technique":"pcr","suggested_duration_days":1,',
+               '"suggested_duration_days":11,',
+               '"suggested_equipment":["thermocycler"],']
     for middle in allowed:
         assert not _refused(default_policy, key, head + middle + tail), middle
         assert not _refused(default_policy, "lab_manager", head + middle + tail), middle
     for middle in refused:
         assert _refused(default_policy, key, head + middle + tail), middle
-    assert not _refused(default_policy, "lab_manager", head + refused[0] + tail)
+        assert not _refused(default_policy, "lab_manager", head + middle + tail), middle
 
 
 def test_a_grammar_key_that_is_neither_a_role_nor_a_catalog_is_refused_in_one_line(default_policy):
@@ -121,6 +145,8 @@ def test_a_grammar_key_that_is_neither_a_role_nor_a_catalog_is_refused_in_one_li
         default_policy.grammar.matcher('{"role": "lab_manager"}')
     with pytest.raises(ValueError, match="no action grammar for role"):
         default_policy.grammar.matcher('{"role": "judge", "lab_techniques": []}')
+    with pytest.raises(ValueError, match="not an action grammar key"):
+        default_policy.grammar.matcher('{"role": "lab_manager", "lab_techniques": [], "equipment": []}')
     with pytest.raises(ValueError, match="not an action grammar key"):
         default_policy.grammar.matcher("judge")
 
@@ -194,31 +220,42 @@ def test_constrained_decoding_needs_a_fast_tokenizer():
 
 
 @pytest.mark.slow
-def test_a_lab_manager_seat_replies_under_its_episodes_catalog(default_policy):
-    """Played as rollouts, constrained at 1.0: each Lab Manager trajectory carries its episode's catalog-bound
-    grammar key, and every suggestion that names a technique names one of that catalog, each item list empty or
-    one option of each of its slots, in order, first."""
+def test_a_lab_manager_seat_replies_under_its_episodes_binding(default_policy):
+    """Played as rollouts, constrained at 1.0: each Lab Manager trajectory carries its episode's bound grammar key,
+    and every suggestion offers only what the lab can use: a technique it can run, each item list empty or one
+    usable option of each of its slots, in order, first, every item usable of its kind, a schedule within the time
+    limit and, for a named technique, from its minimum days."""
     from training.config.model import SamplingConfig
-    from training.rollout.grammar import grammar_key
+    from training.rollout.grammar import grammar_key, lab_binding
     from training.rollout.play import play_jobs
     from training.rollout.records import episode_jobs
 
     jobs = episode_jobs(cells(), VALIDATION_SEEDS[:1], role="lab_manager")
     sampling = SamplingConfig(temperature=1.0, seed=3, constrained=True)
     records = play_jobs(default_policy, jobs, scientist="scripted:naive", lab_manager="policy", sampling=sampling)
-    env, named = ReplicaLabEnv(), 0
+    env, named, suggested = ReplicaLabEnv(), 0, 0
     for record in records:
         env.reset(record.job.seed, record.job.template, record.job.difficulty)
-        assert record.trajectory.grammar == grammar_key("lab_manager", env.techniques) != "lab_manager"
-        catalog = {t.id: t for t in env.techniques}
+        view = _lab_view(env)
+        assert record.trajectory.grammar == grammar_key("lab_manager", view) != "lab_manager"
+        binding = lab_binding(view)
+        catalog = {t.id: t for t in binding.lab_techniques}
         for turn in record.log.turns:
-            if turn.role != "lab_manager" or not (turn.action or {}).get("suggested_technique"):
+            action = turn.action or {}
+            if turn.role != "lab_manager" or action.get("action_type") != "suggest_alternative":
+                continue
+            suggested += 1
+            assert set(action.get("suggested_equipment", [])) <= set(view.equipment_available), action
+            assert set(action.get("suggested_reagents", [])) <= set(view.reagents_in_stock), action
+            assert action.get("suggested_duration_days", 0) <= view.time_limit_days, action
+            if not action.get("suggested_technique"):
                 continue
             named += 1
-            technique = catalog[turn.action["suggested_technique"]]
+            technique = catalog[action["suggested_technique"]]
+            assert action.get("suggested_duration_days", 0) in (0, *range(technique.min_days, 10**6)), action
             for slots, field in ((technique.equipment_slots, "suggested_equipment"),
                                  (technique.reagent_slots, "suggested_reagents")):
-                items = turn.action.get(field, [])
+                items = action.get(field, [])
                 assert not items or (len(items) >= len(slots)
-                                     and all(item in slot for item, slot in zip(items, slots))), turn.action
-    assert named >= 3, named
+                                     and all(item in slot for item, slot in zip(items, slots))), action
+    assert named >= 3 and suggested > named, (named, suggested)
