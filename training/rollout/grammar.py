@@ -28,7 +28,7 @@ from functools import lru_cache
 from typing import Any, Literal, Optional, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from transformers import LogitsProcessor
 
 from replicalab.models import LabManagerObservation, LabTechnique
@@ -45,7 +45,7 @@ MAX_TEXT_CHARS = 256
 JSON_OPTIONS = {"item_separator": ",", "key_separator": ":", "whitespace_pattern": "[ ]?"}
 
 
-#: The most grammars kept compiled (one per lab catalog seen: a run's scenarios repeat).
+#: The most grammars kept compiled (one per lab binding seen: a run's scenarios repeat).
 GRAMMAR_CACHE = 4096
 
 
@@ -90,14 +90,15 @@ def _key_parts(key: str) -> tuple[str, Optional[LabBinding]]:
     if key in ACTION_MODELS:
         return key, None
     try:
-        return "lab_manager", LabBinding.model_validate_json(key)
+        found = json.loads(key)
     except ValueError:
-        try:
-            role = json.loads(key).get("role")
-        except (ValueError, AttributeError):
-            role = None
-        if isinstance(role, str) and role != "lab_manager":
-            raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(ACTION_MODELS)}") from None
+        found = None
+    role = found.get("role") if isinstance(found, dict) else None
+    if isinstance(role, str) and role not in ACTION_MODELS:
+        raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(ACTION_MODELS)}")
+    try:
+        return "lab_manager", LabBinding.model_validate(found)
+    except ValidationError:
         raise ValueError(f"not an action grammar key: {key[:80]!r}; roles: {', '.join(ACTION_MODELS)}") from None
 
 
