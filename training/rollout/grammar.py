@@ -119,21 +119,21 @@ def _bound(schema: dict[str, Any], binding: LabBinding) -> dict[str, Any]:
     runnable technique that names it, each item list empty or one usable option of each slot in slot order first,
     and a schedule unchanged (0) or from the technique's minimum days."""
     defs = schema.pop("$defs", {})
-    free = copy.deepcopy(schema)
-    free["properties"].update(suggested_technique={"const": ""},
-                              suggested_equipment=_listed((), binding.equipment),
-                              suggested_reagents=_listed((), binding.reagents),
-                              suggested_duration_days=_days(0, binding.time_limit_days))
-    branches = [free]
-    for technique in binding.lab_techniques:
-        branch = copy.deepcopy(schema)
-        branch["properties"].update(suggested_technique={"const": technique.id},
-                                    suggested_equipment=_listed(technique.equipment_slots, binding.equipment),
-                                    suggested_reagents=_listed(technique.reagent_slots, binding.reagents),
-                                    suggested_duration_days=_days(technique.min_days, binding.time_limit_days))
+    return {"$defs": defs, "anyOf": [_branch(schema, binding, None),
+                                     *(_branch(schema, binding, t) for t in binding.lab_techniques)]}
+
+
+def _branch(schema: dict[str, Any], binding: LabBinding, technique: Optional[LabTechnique]) -> dict[str, Any]:
+    """One branch of a bound ``schema``: a suggestion under ``technique`` (None: naming none, the plan's stays)."""
+    branch = copy.deepcopy(schema)
+    slots = technique or LabTechnique(id="")
+    branch["properties"].update(suggested_technique={"const": slots.id},
+                                suggested_equipment=_listed(slots.equipment_slots, binding.equipment),
+                                suggested_reagents=_listed(slots.reagent_slots, binding.reagents),
+                                suggested_duration_days=_days(slots.min_days, binding.time_limit_days))
+    if technique is not None:
         branch["required"] = [*branch.get("required", []), "suggested_technique"]
-        branches.append(branch)
-    return {"$defs": defs, "anyOf": branches}
+    return branch
 
 
 def _listed(slots: Sequence[Sequence[str]], usable: Sequence[str]) -> dict[str, Any]:

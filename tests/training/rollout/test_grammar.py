@@ -252,7 +252,8 @@ def test_a_lab_manager_seat_replies_under_its_episodes_binding(default_policy):
                 continue
             named += 1
             technique = catalog[action["suggested_technique"]]
-            assert action.get("suggested_duration_days", 0) in (0, *range(technique.min_days, 10**6)), action
+            days = action.get("suggested_duration_days", 0)
+            assert days == 0 or days >= technique.min_days, action
             for slots, field in ((technique.equipment_slots, "suggested_equipment"),
                                  (technique.reagent_slots, "suggested_reagents")):
                 items = action.get(field, [])
