@@ -13,6 +13,7 @@ from replicalab.scenario_records import CROSS_CHECK_MARKER, POWER_STATEMENT, PUB
 
 _POWER = re.compile(re.escape(POWER_STATEMENT.split("{n}")[0]) + r"(\d+)")
 _STAND_IN = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER) + r"([a-z0-9_]+)")
+_OFFERED = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER) + r"([a-z0-9_]+(?:, [a-z0-9_]+)*)")
 
 #: The rationale of a revision to the brief's cross-check protocol.
 CROSS_CHECK_RATIONALE = "Use the paper's cross-check method."
@@ -121,6 +122,13 @@ def stand_ins(obs: ScientistObservation) -> dict[str, str]:
     else:
         return {}
     return {m.group(1): m.group(2) for m in _STAND_IN.finditer(entry.message)}
+
+
+def offered_stand_ins(obs: ScientistObservation) -> list[tuple[str, str]]:
+    """(item, stand-in) for every stand-in any of the environment's answers in the dialogue offered, in order."""
+    return [(m.group(1), alt) for entry in obs.conversation_history
+            if entry.role == "system" and entry.message.startswith(ANSWERS_PREFIX)
+            for m in _OFFERED.finditer(entry.message) for alt in m.group(2).split(", ")]
 
 
 def suggested_plan(obs: ScientistObservation) -> dict:

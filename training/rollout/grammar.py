@@ -3,36 +3,32 @@ grammar, so it is one JSON object of the role's action, in the canonical field o
 
 The grammar is the role's action model as a JSON schema (``_schema_json``: properties in
 ``replicalab.parsing.field_order``, no other keys, defaults optional), compiled by llguidance for the model's
-tokenizer.  A Lab Manager's is bound to what its lab can offer (``lab_binding``, from the seat's first view), so
-each seat of each episode has a grammar of its own, named by its key (``grammar_key``): a suggestion that names a
-technique names one of the catalog (``LabManagerObservation.lab_techniques``) the lab can run; an item list it
-writes holds items the lab can use of its kind and, under a named technique, one usable option of each slot in slot
-order before any other (``_bound``); a schedule it writes fits the time limit and, under a named technique, its
-minimum days.  At each step the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the
-logits-processor chain, before temperature, top-k and top-p); a stop token is allowed only where the object is
-complete.  Sampling is therefore exactly from the policy's distribution renormalised over the allowed tokens, and
-the trainer scores each model token under the same mask (``completion_masks``, from the tokens before it in its
-reply), so the recorded and the trained log-probs are the same number.
+tokenizer.  A seat's grammar is bound to the names its own view gives it (``training.rollout.binding``): a Lab
+Manager's to what its lab can offer, a Scientist's to what its brief and the dialogue so far have named; each is
+named by its key (``grammar_key``), and a trajectory's replies each keep theirs (``trajectory_key``).  At each step
+the tokens the grammar does not allow get probability zero (``GrammarMask``, first in the logits-processor chain,
+before temperature, top-k and top-p); a stop token is allowed only where the object is complete.  Sampling is
+therefore exactly from the policy's distribution renormalised over the allowed tokens, and the trainer scores each
+model token under the same mask (``completion_masks``, from the tokens before it in its reply), so the recorded and
+the trained log-probs are the same number.
 
-The grammar fixes the form and, for a Lab Manager, what its lab has to offer: which action, which flags, whether
-to suggest, which technique, which option of each slot, which numbers are the model's.
+The grammar fixes the form and the names a seat can write; which action, which flags, whether to suggest or revise,
+which of the names, and the numbers are the model's.
 The rules a schema cannot state (``feasible`` is the AND of the flags, accept needs feasible, ...) are still the
 parser's and the environment's; a reply cut by ``max_new_tokens`` before its object closes still fails to parse.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import lru_cache
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from transformers import LogitsProcessor
 
-from replicalab.models import LabManagerObservation, LabTechnique
 from replicalab.parsing import ACTION_MODELS, field_order
+from training.rollout.binding import bound_schema, key_parts
 from training.errors import UserInputError
 
 #: The longest string the grammar lets a reply write (characters; the scripted seats' longest, a Lab Manager's
@@ -45,114 +41,33 @@ MAX_TEXT_CHARS = 256
 JSON_OPTIONS = {"item_separator": ",", "key_separator": ":", "whitespace_pattern": "[ ]?"}
 
 
-#: The most grammars kept compiled (one per lab binding seen: a run's scenarios repeat).
+#: The most grammars kept compiled (one per binding seen: a run's scenarios repeat).
 GRAMMAR_CACHE = 4096
 
 
-class LabBinding(BaseModel):
-    """What a Lab Manager's grammar is bound to in one episode (``grammar_key``): the techniques of its lab's
-    catalog it can run, each slot narrowed to the options it can use, the items it can use of each kind (owned,
-    not booked, in stock) and its time limit.  A lab offers only what it has."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    role: Literal["lab_manager"] = "lab_manager"
-    lab_techniques: list[LabTechnique]
-    equipment: list[str]
-    reagents: list[str]
-    time_limit_days: int = Field(ge=0)
+def trajectory_key(keys: Sequence[str]) -> str:
+    """The grammar key of a trajectory whose replies were decoded under ``keys`` (one per reply, in order): the key
+    they share, or the JSON list of them (``reply_keys`` reads either back)."""
+    distinct = list(dict.fromkeys(keys))
+    if not distinct:
+        raise ValueError("a trajectory's grammar key needs the key of at least one reply")
+    return distinct[0] if len(distinct) == 1 else json.dumps(list(keys), separators=(",", ":"))
 
 
-def lab_binding(view: LabManagerObservation) -> LabBinding:
-    """The binding of the Lab Manager whose observation is ``view``: a technique stays when each of its slots has
-    an option the lab can use and its minimum days fit the time limit, with those options only."""
-    equipment, reagents = set(view.equipment_available), set(view.reagents_in_stock)
-    runnable = []
-    for t in view.lab_techniques:
-        eq = [[o for o in slot if o in equipment] for slot in t.equipment_slots]
-        re = [[o for o in slot if o in reagents] for slot in t.reagent_slots]
-        if all(eq) and all(re) and t.min_days <= view.time_limit_days:
-            runnable.append(LabTechnique(id=t.id, equipment_slots=eq, reagent_slots=re, min_days=t.min_days))
-    return LabBinding(lab_techniques=runnable, equipment=sorted(equipment), reagents=sorted(reagents),
-                      time_limit_days=view.time_limit_days)
-
-
-def grammar_key(role: str, view: Optional[LabManagerObservation] = None) -> str:
-    """The key of the grammar a ``role`` seat replies under in one episode: the role's name, or for a Lab Manager
-    with its first observation (``view``), its ``lab_binding`` as compact JSON."""
-    if role != "lab_manager" or view is None:
-        return role
-    return lab_binding(view).model_dump_json()
-
-
-def _key_parts(key: str) -> tuple[str, Optional[LabBinding]]:
-    """(role, binding or None) of a ``grammar_key``."""
-    if key in ACTION_MODELS:
-        return key, None
-    try:
-        found = json.loads(key)
-    except ValueError:
-        found = None
-    role = found.get("role") if isinstance(found, dict) else None
-    if isinstance(role, str) and role not in ACTION_MODELS:
-        raise ValueError(f"no action grammar for role {role!r}; roles: {', '.join(ACTION_MODELS)}")
-    try:
-        return "lab_manager", LabBinding.model_validate(found)
-    except ValidationError:
-        raise ValueError(f"not an action grammar key: {key[:80]!r}; roles: {', '.join(ACTION_MODELS)}") from None
+def reply_keys(key: str) -> list[str]:
+    """The grammar key of each reply of a trajectory with ``trajectory_key`` ``key`` (one key: every reply's)."""
+    return json.loads(key) if key.startswith("[") else [key]
 
 
 def _schema_json(key: str) -> str:
     """The JSON schema the replies of grammar ``key`` are decoded under: the role's action model, properties in
-    canonical order, no other keys, strings capped; bound to the key's lab (``_bound``) when it has one."""
-    role, binding = _key_parts(key)
+    canonical order, no other keys, strings capped; bound to the key's binding (``bound_schema``) when it has one."""
+    role, binding = key_parts(key)
     model = ACTION_MODELS[role]
     schema = model.model_json_schema()
     schema["properties"] = {name: _capped(schema["properties"][name]) for name in field_order(model)}
     schema["additionalProperties"] = False
-    return json.dumps(_bound(schema, binding) if binding is not None else schema)
-
-
-def _bound(schema: dict[str, Any], binding: LabBinding) -> dict[str, Any]:
-    """The Lab Manager's ``schema`` bound to its lab (``binding``): every suggested item one the lab can use of its
-    kind and every suggested schedule within the time limit; one branch that names no technique, and one per
-    runnable technique that names it, each item list empty or one usable option of each slot in slot order first,
-    and a schedule unchanged (0) or from the technique's minimum days."""
-    defs = schema.pop("$defs", {})
-    return {"$defs": defs, "anyOf": [_branch(schema, binding, None),
-                                     *(_branch(schema, binding, t) for t in binding.lab_techniques)]}
-
-
-def _branch(schema: dict[str, Any], binding: LabBinding, technique: Optional[LabTechnique]) -> dict[str, Any]:
-    """One branch of a bound ``schema``: a suggestion under ``technique`` (None: naming none, the plan's stays)."""
-    branch = copy.deepcopy(schema)
-    slots = technique or LabTechnique(id="")
-    branch["properties"].update(suggested_technique={"const": slots.id},
-                                suggested_equipment=_listed(slots.equipment_slots, binding.equipment),
-                                suggested_reagents=_listed(slots.reagent_slots, binding.reagents),
-                                suggested_duration_days=_days(slots.min_days, binding.time_limit_days))
-    if technique is not None:
-        branch["required"] = [*branch.get("required", []), "suggested_technique"]
-    return branch
-
-
-def _listed(slots: Sequence[Sequence[str]], usable: Sequence[str]) -> dict[str, Any]:
-    """An item list of a technique with ``slots`` (none: the plan's own technique): empty (the plan's list stays),
-    or one option of each slot in slot order followed by other ``usable`` items."""
-    if not slots and not usable:
-        return {"type": "array", "maxItems": 0}
-    extra: dict[str, Any] = {"items": {"enum": list(usable)}} if usable else {"maxItems": len(slots)}
-    filled = {"type": "array", "minItems": max(len(slots), 1), **extra}
-    if slots:
-        filled["prefixItems"] = [{"enum": list(slot)} for slot in slots]
-    return {"anyOf": [{"type": "array", "maxItems": 0}, filled]}
-
-
-def _days(least: int, limit: int) -> dict[str, Any]:
-    """A suggested schedule: 0 (unchanged) or from ``least`` (at least 1) to ``limit`` days."""
-    if max(least, 1) > limit:
-        return {"const": 0}
-    return {"anyOf": [{"const": 0}, {"type": "integer", "minimum": max(least, 1), "maximum": limit}]}
+    return json.dumps(bound_schema(schema, binding) if binding is not None else schema)
 
 
 @lru_cache(maxsize=GRAMMAR_CACHE)
@@ -222,21 +137,26 @@ class ActionGrammar:
 
     def completion_masks(self, grammars: Sequence[str], completion_ids: torch.Tensor,
                          model_tokens: torch.Tensor) -> torch.Tensor:
-        """``[B, K, vocab_size]`` bool: for each model token of each row's completion, the tokens its grammar
-        (``grammars``: one key per row) allowed there (replayed from the tokens before it in its reply; a reply is a
-        run of model tokens); every token at the other positions (the environment's tokens, padding)."""
+        """``[B, K, vocab_size]`` bool: for each model token of each row's completion, the tokens its reply's grammar
+        (``grammars``: one ``trajectory_key`` per row) allowed there (replayed from the tokens before it in its reply;
+        a reply is a run of model tokens up to its stop token); every token at the other positions (the
+        environment's tokens, padding)."""
         rows, width = completion_ids.shape
         masks = torch.ones((rows, width, self.vocab_size), dtype=torch.bool)
         ids, model = completion_ids.tolist(), model_tokens.bool().tolist()
         stops = set(self.stop.tolist())
         for row in range(rows):
+            keys, replies = reply_keys(grammars[row]), 0
             matcher: Optional[Any] = None
             for t in range(width):
                 if not model[row][t]:
                     matcher = None
                     continue
                 if matcher is None:
-                    matcher = self.matcher(grammars[row])
+                    replies += 1
+                    if replies > len(keys) > 1:
+                        raise ValueError(f"row {row} holds more replies than its grammar key names ({len(keys)})")
+                    matcher = self.matcher(keys[min(replies, len(keys)) - 1])
                 masks[row, t] = self.allowed(matcher)
                 token = ids[row][t]
                 if token in stops:

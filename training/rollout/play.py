@@ -28,7 +28,8 @@ from replicalab.seats import (
 )
 from training.config.model import SamplingConfig
 from training.rollout.contract import RolloutSpec
-from training.rollout.grammar import grammar_key
+from training.rollout.binding import grammar_key
+from training.rollout.grammar import trajectory_key
 from training.rollout.policy import Generation, PolicyModel
 from training.rollout.records import EpisodeJob, ModelTurn, RoleTrajectory, RolloutRecord
 
@@ -55,9 +56,11 @@ class ModelSeat:
     exhausted: bool = False
     #: End of the first sampled reply in ``completion_ids`` (a ``reply_only`` branch keeps only that far).
     branch_end: Optional[int] = None
-    #: The key of the grammar the seat replies under (``training.rollout.grammar.grammar_key``; set by
-    #: ``seat_prompt`` from the seat's first observation: it is the same all episode).
+    #: The key of the grammar the seat's next reply is decoded under (``training.rollout.binding.grammar_key``; set
+    #: by ``seat_prompt``: a Lab Manager's from its first observation, a Scientist's from each one).
     grammar: str = ""
+    #: The grammar key of each reply in ``completion_ids``, in order (``training.rollout.grammar.trajectory_key``).
+    reply_grammars: list[str] = field(default_factory=list)
 
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
@@ -119,8 +122,8 @@ def seat_prompt(policy: PolicyModel, seat: ModelSeat, role: str, observation,
                 sampling: SamplingConfig) -> list[int] | None:
     """Extend the ``role`` seat's chat with the new observation; None when the context window is full (then,
     and for every later turn of the seat, the turn is an invalid one and nothing is generated)."""
-    if not seat.grammar:
-        seat.grammar = grammar_key(role, observation if role == "lab_manager" else None)
+    if role == "scientist" or not seat.grammar:
+        seat.grammar = grammar_key(role, observation)
     if seat.exhausted:
         return None
     budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)
@@ -141,6 +144,7 @@ def record_turn(seat: ModelSeat, g: Generation) -> None:
     seat.completion_ids += g.completion_ids
     seat.logprobs += g.logprobs
     seat.env_mask += [1] * len(g.completion_ids)
+    seat.reply_grammars.append(seat.grammar)
     seat.chat.add_reply(g.text)
     seat.turns += 1
     seat.last_reply, seat.last_finished = g.text, g.finished
@@ -225,6 +229,7 @@ def play_jobs(
                 branched = role == jobs[i].role and seat.branch_end is None
                 if jobs[i].prefix and branched:
                     seat.prompt_ids, seat.completion_ids, seat.logprobs, seat.env_mask = ids, [], [], []
+                    seat.reply_grammars = []
                 temperature = jobs[i].reply_temperature if branched else None
                 by_model.setdefault((per_job[i][role], temperature), []).append((i, ids))
         for (name, temperature), batch in by_model.items():
@@ -264,11 +269,13 @@ def _record(job: EpisodeJob, log, seats: dict[str, ModelSeat], specs, version: i
     trajectory = None
     if specs[job.role] == POLICY:
         s = seats[job.role]
-        end = s.branch_end if job.reply_only and s.branch_end is not None else len(s.completion_ids)
+        cut = job.reply_only and s.branch_end is not None
+        end = s.branch_end if cut else len(s.completion_ids)
+        keys = s.reply_grammars[:1] if cut else s.reply_grammars
         trajectory = RoleTrajectory(
             role=job.role, prompt_ids=s.prompt_ids, completion_ids=s.completion_ids[:end], logprobs=s.logprobs[:end],
             env_mask=s.env_mask[:end], reward=role_reward(log, job.role), turns=s.turns, parse_failures=s.parse_failures,
-            grammar=s.grammar or job.role,
+            grammar=trajectory_key(keys) if keys else job.role,
         )
     return RolloutRecord(job=job, log=log, trajectory=trajectory, weights_version=version, worker=worker,
                          timing=timing, model_turns=turns)

@@ -83,8 +83,8 @@ class RoleTrajectory:
     ``env_mask`` is 1 on model tokens and 0 on environment tokens; ``logprobs`` has one entry per
     completion token (0.0 on environment tokens).  ``reward`` is the role's own reward
     (``EpisodeLog.role_rewards``: the judge's total for the Scientist, the lab's reward for the Lab Manager).
-    ``grammar``: the key of the grammar its replies are decoded and scored under (``rollout.sampling.constrained``;
-    ``training.rollout.grammar.grammar_key``; ``training.rollout.play`` always sets it).
+    ``grammar``: the key of the grammars its replies are decoded and scored under (``rollout.sampling.constrained``;
+    ``training.rollout.grammar.trajectory_key``; ``training.rollout.play`` always sets it).
     """
 
     role: AgentRole

@@ -38,6 +38,9 @@ from training.trainer.rollouts import REWARD_KEY
 #: The column of a generation batch that holds each row's grammar key (an index into
 #: ``ReplicaLabGRPOTrainer.grammar_keys``), for the grammar's masks.
 GRAMMAR_KEY = "grammar"
+#: Generation batches whose rows' grammar keys stay indexed: the batch TRL trains on and the one being made (a
+#: Scientist's key is its turns' bindings, new each episode: older ones are dropped, not kept for the whole run).
+GRAMMAR_BATCHES_KEPT = 2
 #: Mean absolute rollout-vs-trainer log-prob difference (nats per model token) above which a step warns.
 MISMATCH_WARN_NATS = 1e-2
 
@@ -89,9 +92,9 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
         self.grammar = grammar
         #: While a constrained batch is scored: where its rows' grammar keys and environment masks are.
         self._scored_rows: Optional[tuple[Callable[[], list[str]], Callable[[], Any]]] = None
-        #: Every grammar key a batch has held, in order of first use (``GRAMMAR_KEY`` indexes it).
-        self.grammar_keys: list[str] = []
-        self._grammar_index: dict[str, int] = {}
+        #: The grammar keys of the last ``GRAMMAR_BATCHES_KEPT`` generation batches by index (``GRAMMAR_KEY``).
+        self.grammar_keys: dict[int, str] = {}
+        self._grammar_batches: list[list[int]] = []
         self.rollout_correction_clip = rollout_correction_clip
         self.role_baseline = role_baseline
         self.max_staleness = max_staleness
@@ -156,16 +159,21 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
             output = self._score_generation(inputs)
         finally:
             self._scored_rows = None
-        output[GRAMMAR_KEY] = torch.tensor([self._grammar_id(key) for key in rollouts.last_grammars],
+        output[GRAMMAR_KEY] = torch.tensor(self._index_grammars(rollouts.last_grammars),
                                            device=output["completion_ids"].device)
         return output
 
-    def _grammar_id(self, key: str) -> int:
-        """``key``'s index in ``grammar_keys`` (appended on first use)."""
-        if key not in self._grammar_index:
-            self._grammar_index[key] = len(self.grammar_keys)
-            self.grammar_keys.append(key)
-        return self._grammar_index[key]
+    def _index_grammars(self, keys: list[str]) -> list[int]:
+        """A new batch's rows' indices into ``grammar_keys`` (the keys of batches before the kept ones dropped)."""
+        start = max(self.grammar_keys, default=-1) + 1
+        batch = list(range(start, start + len(keys)))
+        self.grammar_keys.update(zip(batch, keys))
+        self._grammar_batches.append(batch)
+        for old in self._grammar_batches[:-GRAMMAR_BATCHES_KEPT]:
+            for index in old:
+                del self.grammar_keys[index]
+        self._grammar_batches = self._grammar_batches[-GRAMMAR_BATCHES_KEPT:]
+        return batch
 
     def _score_generation(self, inputs):
         output = super()._generate_and_score_completions(inputs)

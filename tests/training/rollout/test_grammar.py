@@ -16,6 +16,7 @@ from replicalab.parsing import ACTION_MODELS, field_order, format_action, parse_
 from replicalab.scenarios import cells
 from replicalab.seats import scripted_agent
 from replicalab.seeds import VALIDATION_SEEDS
+from grammar_checks import refused_tokens
 
 SCIENTISTS = ("naive", "reader+defender+asker", "asker")
 
@@ -29,9 +30,10 @@ def _lab_view(env: ReplicaLabEnv):
 
 
 def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
-    """(grammar key, canonical text) of every action the scripted seats take on a spread of validation episodes:
-    a Scientist's under its role's grammar, a Lab Manager's under its lab's binding."""
-    from training.rollout.grammar import grammar_key
+    """(grammar key, canonical text) of every action the scripted seats take on a spread of validation episodes,
+    each under its seat's binding: a Scientist's at that turn, a Lab Manager's its lab's."""
+    from replicalab.episode import replayed_views
+    from training.rollout.binding import grammar_key
 
     env, found = ReplicaLabEnv(), set()
     for seed in seeds:
@@ -40,10 +42,12 @@ def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
                 for lab in LAB_POLICIES:
                     log = run_episode(env, scripted_agent("scientist", sci, seed, t, d), lab,
                                       seed=seed, template=t, difficulty=d)
-                    for turn in log.turns:
+                    lab_view = _lab_view(env)
+                    for turn, view in replayed_views(log):
                         if turn.action is not None:
                             action = parse_action(json.dumps(turn.action), turn.role)
-                            found.add((grammar_key(turn.role, _lab_view(env)), format_action(action)))
+                            bound = view if turn.role == "scientist" else lab_view
+                            found.add((grammar_key(turn.role, bound), format_action(action)))
     return sorted(found)
 
 
@@ -58,20 +62,9 @@ def _grammar(path):
     return PolicyModel(str(path), device="cpu")
 
 
-def _refused(policy, key: str, text: str) -> list[int]:
-    """The positions of ``text``'s tokens (and its stop token) grammar ``key`` refuses; for a text it allows,
-    checks that no stop token was allowed before the object closed."""
-    tok, stop = policy.tokenizer, policy.stop_token_ids[0]
-    ids = tok.encode(text, add_special_tokens=False) + [stop]
-    masks = policy.grammar.completion_masks([key], torch.tensor([ids]), torch.ones(1, len(ids)))[0]
-    refused = [i for i, tok_id in enumerate(ids) if not masks[i, tok_id]]
-    assert refused or not masks[:-1, stop].any(), "a stop token allowed before the object closed"
-    return refused
-
-
 def _check_allowed(policy, replies) -> None:
     for key, text in replies:
-        refused = _refused(policy, key, text)
+        refused = refused_tokens(policy, key, text)
         assert not refused, f"{key[:40]} {text!r}: token {refused[0]} refused"
 
 
@@ -98,9 +91,10 @@ def test_a_labs_bound_grammar_refuses_what_its_lab_cannot_offer(default_policy):
     no usable option), a slot left without one of its usable options (another technique's item, a booked option, a
     list that stops before its last slot), slot options out of order, an extra item the lab cannot use, a schedule
     past the time limit or under the technique's minimum; it allows the same repair written from what the lab can
-    use, with a usable extra item, and one that names no technique.  A Scientist's grammar is never bound."""
+    use, with a usable extra item, and one that names no technique.  A seat's grammar is bound only to its own
+    role's view."""
     from replicalab.models import LabManagerObservation, LabTechnique
-    from training.rollout.grammar import grammar_key, lab_binding
+    from training.rollout.binding import grammar_key, lab_binding
 
     catalog = [LabTechnique(id="pcr", equipment_slots=[["thermocycler", "qpcr_machine"]],
                             reagent_slots=[["taq", "pfu"], ["primers"]], min_days=2),
@@ -114,7 +108,9 @@ def test_a_labs_bound_grammar_refuses_what_its_lab_cannot_offer(default_policy):
     assert [t.id for t in binding.lab_techniques] == ["pcr"]
     assert binding.lab_techniques[0].equipment_slots == [["qpcr_machine"]]
     key = grammar_key("lab_manager", view)
-    assert grammar_key("scientist", view) == "scientist" and grammar_key("lab_manager") == "lab_manager"
+    assert grammar_key("lab_manager") == "lab_manager"
+    with pytest.raises(ValueError, match="a scientist grammar is not bound to a LabManagerObservation"):
+        grammar_key("scientist", view)
     head = ('{"budget_ok":true,"equipment_ok":false,"reagents_ok":true,"schedule_ok":true,"staff_ok":true,'
             '"feasible":false,"action_type":"suggest_alternative",')
     tail = '"explanation":"the lab runs this instead"}'
@@ -133,11 +129,11 @@ def test_a_labs_bound_grammar_refuses_what_its_lab_cannot_offer(default_policy):
                '"suggested_duration_days":11,',
                '"suggested_equipment":["thermocycler"],']
     for middle in allowed:
-        assert not _refused(default_policy, key, head + middle + tail), middle
-        assert not _refused(default_policy, "lab_manager", head + middle + tail), middle
+        assert not refused_tokens(default_policy, key, head + middle + tail), middle
+        assert not refused_tokens(default_policy, "lab_manager", head + middle + tail), middle
     for middle in refused:
-        assert _refused(default_policy, key, head + middle + tail), middle
-        assert not _refused(default_policy, "lab_manager", head + middle + tail), middle
+        assert refused_tokens(default_policy, key, head + middle + tail), middle
+        assert not refused_tokens(default_policy, "lab_manager", head + middle + tail), middle
 
 
 def test_a_grammar_key_that_is_neither_a_role_nor_a_catalog_is_refused_in_one_line(default_policy):
@@ -154,14 +150,6 @@ def test_a_grammar_key_that_is_neither_a_role_nor_a_catalog_is_refused_in_one_li
 @pytest.mark.slow
 def test_a_tiny_trained_tokenizer_spells_every_canonical_action_under_its_grammar(policy_tiny_model_dir, replies):
     _check_allowed(_grammar(policy_tiny_model_dir), replies)
-
-
-@pytest.fixture(scope="module")
-def default_policy():
-    from training.model.default import resolve_default_model
-    from training.rollout.policy import PolicyModel
-
-    return PolicyModel(str(resolve_default_model()), device="cpu")
 
 
 def test_constrained_replies_are_their_roles_json_actions_sampled_exactly(default_policy):
@@ -226,7 +214,7 @@ def test_a_lab_manager_seat_replies_under_its_episodes_binding(default_policy):
     usable option of each of its slots, in order, first, every item usable of its kind, a schedule within the time
     limit and, for a named technique, from its minimum days."""
     from training.config.model import SamplingConfig
-    from training.rollout.grammar import grammar_key, lab_binding
+    from training.rollout.binding import grammar_key, lab_binding
     from training.rollout.play import play_jobs
     from training.rollout.records import episode_jobs
 
