@@ -1,7 +1,7 @@
 """Whole constrained trajectories scored again: each model token's log-prob, under the mask its own reply's grammar key
 gives (``trajectory_key``: a Scientist's key changes turn by turn), is the one the rollout recorded, on the CPU and,
-where there is one, on a CUDA device (``launch/gpu_check.sh figures`` runs the ``gpu`` case; it needs no Ray, TRL or
-W&B)."""
+where there is one, on a CUDA device (the ``gpu`` case, also run by ``launch/gpu_check.sh figures``; it needs no
+Ray, TRL or W&B)."""
 
 from __future__ import annotations
 

@@ -248,10 +248,12 @@ def test_selfplay_with_an_opponent_pool_resumes_with_the_same_opponents(policy_c
     assert all(torch.equal(resumed[k], after[k]) for k in after)
 
 
-def test_constrained_selfplay_trains_on_policy(tmp_path):
+@pytest.mark.parametrize("group_by", ["turn", "episode"])
+def test_constrained_selfplay_trains_on_policy(tmp_path, group_by):
     """``rollout.sampling.constrained`` through the real trainer, both seats, a KL term (TRL's reference scoring)
     and several micro-batches: the trainer's masked log-probs are the rollouts' (mismatch under 1e-4 nats per
-    token for each role) and the weights move."""
+    token for each role) and the weights move; with whole-episode groups each Scientist row holds several replies,
+    each scored under its own turn's grammar."""
     import torch
 
     from training.config.train import load_train_config
@@ -261,7 +263,7 @@ def test_constrained_selfplay_trains_on_policy(tmp_path):
     model = str(resolve_default_model())
     cfg = load_train_config("configs/train/selfplay.yaml", [
         *TINY, "grpo.max_steps=1", "grpo.num_generations=8", "rollout.sampling.constrained=true", "grpo.beta=0.04",
-        f"model={model}",
+        f"grpo.group_by={group_by}", f"model={model}",
         f"output_dir={tmp_path}"])
     run_train(cfg)
     rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
