@@ -35,7 +35,8 @@ class SamplingConfig(BaseModel):
     ``do_sample=False`` is greedy decoding (temperature, top_p and top_k are then ignored).
     ``top_k=0`` disables top-k filtering; ``top_p=1.0`` disables nucleus filtering.
     ``seed`` seeds torch's generator once per ``generate`` call (None leaves it alone).
-    ``constrained`` decodes each reply under its role's action grammar (``training.rollout.grammar``);
+    ``constrained`` decodes each reply under its role's action grammar (``training.rollout.grammar``), bound to
+    the names its view gave it for the roles in ``bound_roles`` (``training.rollout.binding``);
     ``kv_cache`` is the hf engine's cache (``static``: compiled decoding on a GPU).
     """
 
@@ -58,6 +59,10 @@ class SamplingConfig(BaseModel):
     constrained: bool = Field(default=False, description=(
         "Decode each reply under its role's action grammar (one JSON action, canonical field order): tokens "
         "outside it get probability zero and the trainer scores under the same mask (hf engine only)."))
+    bound_roles: list[AgentRole] = Field(default_factory=lambda: ["lab_manager"], description=(
+        "With constrained: the roles whose grammar is bound to the names their own view gave them (a Lab "
+        "Manager's to what its lab can offer, from its first view; a Scientist's to what its brief and the "
+        "dialogue so far have named, at each turn); the others decode under their role's plain grammar."))
 
 
 class VLLMConfig(BaseModel):

@@ -33,7 +33,8 @@ def test_constrained_trajectories_are_rescored_exactly_under_each_replys_grammar
     from training.rollout.records import episode_jobs
 
     policy = PolicyModel(str(resolve_default_model()), device=device)
-    sampling = SamplingConfig(temperature=TEMPERATURE, seed=7, constrained=True)
+    sampling = SamplingConfig(temperature=TEMPERATURE, seed=7, constrained=True,
+                              bound_roles=["lab_manager", "scientist"])
     records = []
     for role, opponent in (("scientist", "scripted:thrifty"), ("lab_manager", "scripted:naive")):
         seats = {"scientist": "policy", "lab_manager": opponent} if role == "scientist" else {

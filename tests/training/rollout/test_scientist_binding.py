@@ -141,14 +141,18 @@ def test_each_reply_of_a_trajectory_is_scored_under_its_own_turns_grammar(defaul
 
 @pytest.mark.slow
 def test_a_scientist_seat_replies_under_each_turns_binding(default_policy):
-    """Played as rollouts at 1.0 against a scripted lab, each Scientist trajectory carries the key of each of its
-    turns' bindings, in order, and every name a reply writes is one its turn's view gave it."""
+    """Played as rollouts at 1.0 against a scripted lab with the Scientist in ``bound_roles``, each Scientist
+    trajectory carries the key of each of its turns' bindings, in order, and every name a reply writes is one its
+    turn's view gave it; without it, the role's plain grammar."""
     from training.config.model import SamplingConfig
     from training.rollout.play import CONTEXT_EXHAUSTED, play_jobs
     from training.rollout.records import episode_jobs
 
     jobs = episode_jobs(cells(), VALIDATION_SEEDS[:2], role="scientist")
     sampling = SamplingConfig(temperature=1.0, seed=3, constrained=True)
+    plain = play_jobs(default_policy, jobs[:2], scientist="policy", lab_manager="scripted:thrifty", sampling=sampling)
+    assert [r.trajectory.grammar for r in plain] == ["scientist"] * 2  # bound_roles' default: the Lab Manager only
+    sampling = sampling.model_copy(update={"bound_roles": ["lab_manager", "scientist"]})
     records = play_jobs(default_policy, jobs, scientist="policy", lab_manager="scripted:thrifty", sampling=sampling)
     plans = 0
     for record in records:

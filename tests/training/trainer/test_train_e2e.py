@@ -263,7 +263,7 @@ def test_constrained_selfplay_trains_on_policy(tmp_path, group_by):
     model = str(resolve_default_model())
     cfg = load_train_config("configs/train/selfplay.yaml", [
         *TINY, "grpo.max_steps=1", "grpo.num_generations=8", "rollout.sampling.constrained=true", "grpo.beta=0.04",
-        f"grpo.group_by={group_by}", f"model={model}",
+        f"grpo.group_by={group_by}", "rollout.sampling.bound_roles=[lab_manager,scientist]", f"model={model}",
         f"output_dir={tmp_path}"])
     run_train(cfg)
     rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
