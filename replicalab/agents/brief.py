@@ -12,7 +12,7 @@ from replicalab.dialogue import suggestion_in
 from replicalab.scenario_records import CROSS_CHECK_MARKER, POWER_STATEMENT, PUBLISHED_MARKER
 
 _POWER = re.compile(re.escape(POWER_STATEMENT.split("{n}")[0]) + r"(\d+)")
-_STAND_IN = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER) + r"([a-z0-9_]+)")
+#: An answer's unusable item and the stand-ins it offers (``item: status; available alternatives: a, b``).
 _OFFERED = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER) + r"([a-z0-9_]+(?:, [a-z0-9_]+)*)")
 
 #: The rationale of a revision to the brief's cross-check protocol.
@@ -121,7 +121,7 @@ def stand_ins(obs: ScientistObservation) -> dict[str, str]:
             return {}
     else:
         return {}
-    return {m.group(1): m.group(2) for m in _STAND_IN.finditer(entry.message)}
+    return {m.group(1): m.group(2).split(", ")[0] for m in _OFFERED.finditer(entry.message)}
 
 
 def offered_stand_ins(obs: ScientistObservation) -> list[tuple[str, str]]:
