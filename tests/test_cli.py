@@ -253,6 +253,32 @@ def test_pass_at_k_is_the_unbiased_estimate():
         pass_at_k(2, 1, 4)
 
 
+def test_field_probabilities_credit_each_value_its_own_tokens():
+    """Each field's probability is the product over the tokens of its value, a token straddling an edge counting
+    toward the value it enters; the same value spelled twice is found at its own field."""
+    import math
+
+    from training.bench.policy import field_probabilities
+
+    reply = '{"action_type":"accept","n":12,"names":["a","ü"],"m":12}'
+    cut = [reply.index("12") + 1, reply.index('["a"') + 3, len(reply)]  # a token ending inside each value
+    ends = sorted({*range(1, len(reply) + 1, 5), *cut, len(reply)})
+    logp = [math.log(0.9 if i % 2 else 0.5) for i in range(len(ends))]
+    got = field_probabilities(reply, logp, ends)
+    assert list(got) == ["action_type", "n", "names", "m"]
+
+    def expected(start: int, end: int) -> float:
+        return math.exp(sum(lp for i, lp in enumerate(logp) if ends[i] > start and (ends[i - 1] if i else 0) < end))
+
+    for field in got:
+        value = reply[reply.index(f'"{field}":') + len(field) + 3:]
+        start = len(reply) - len(value)
+        written = {"action_type": '"accept"', "n": "12", "names": '["a","ü"]', "m": "12"}[field]
+        assert value.startswith(written)
+        assert got[field] == pytest.approx(expected(start, start + len(written)))
+    assert 0 < got["names"] < got["n"] <= 1
+
+
 # ----- --help-config ----------------------------------------------------------------------------
 HELP_CONFIG_COMMANDS = ("train", "eval", "sweep", "build-default-model")
 

@@ -10,7 +10,9 @@ difficulty x ``--seeds`` validation seeds:
   (``replicalab.skill_use``);
 - **the decision, teacher-forced**: at every chance of every skill in the all-skills Scientist's own chats, the
   model's probability of the skill's action type after ``{"action_type":`` and its mean per-token probability of
-  the skill's whole reply (the probability that sampling takes the skill where it pays); and the same action-type
+  the skill's whole reply (the probability that sampling takes the skill where it pays), with each field of that
+  reply's own probability given what the reply wrote before it (where a skill's content is lost: a field far below
+  1 is one the seat cannot yet write, whatever its decision); and the same action-type
   probability at the chances in the naive Scientist's chats, where the history so far holds no skill (a policy
   that infers a persona from the history takes the skill less there).
 
@@ -20,6 +22,7 @@ Baselines (the scripted Scientists) are played in the same run.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
@@ -71,8 +74,25 @@ def decision_probabilities(policy, episodes) -> dict[str, dict[str, list[float]]
             span = [i for i in range(len(ends)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
             out[chance.skill]["action_type"].append(math.exp(sum(logp[i] for i in span)))
             if chance.used:
-                logp, _ = _reply_logprobs(policy, prompt, turn["completion"][0]["content"])
+                reply = turn["completion"][0]["content"]
+                logp, ends = _reply_logprobs(policy, prompt, reply)
                 out[chance.skill]["reply"].append(math.exp(statistics.fmean(logp)))
+                for field, p in field_probabilities(reply, logp, ends).items():
+                    out[chance.skill].setdefault(f"field:{field}", []).append(p)
+    return out
+
+
+def field_probabilities(reply: str, logp: list[float], ends: list[int]) -> dict[str, float]:
+    """``{field: P(its value | the reply before it)}`` of a compact JSON ``reply`` (``format_action``'s spelling),
+    from the log-probabilities ``logp`` of its tokens ending at characters ``ends`` (``_reply_logprobs``): a token
+    that straddles a value's edge counts toward it."""
+    out = {}
+    for field, value in json.loads(reply).items():
+        written = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        start = reply.index(f'"{field}":{written}') + len(field) + 3
+        end = start + len(written)
+        span = [i for i in range(len(ends)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
+        out[field] = math.exp(sum(logp[i] for i in span))
     return out
 
 
@@ -176,4 +196,8 @@ def run(args: argparse.Namespace) -> int:
             reply = f"{statistics.fmean(p['reply']):.3f}" if p["reply"] else "-"
             print(f"  {skill:<7} {statistics.fmean(p['action_type']):.3f} | {reply} over {len(p['action_type'])} turns"
                   if p["action_type"] else f"  {skill:<7} no chances on these seeds")
+            fields = {k.removeprefix("field:"): statistics.fmean(v) for k, v in p.items() if k.startswith("field:")}
+            if fields:
+                print("          each field of the skill's reply, P(it | the reply before it): " + ", ".join(
+                    f"{name} {prob:.2f}" for name, prob in fields.items() if name != "action_type"))
     return 0
