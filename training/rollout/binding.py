@@ -9,7 +9,9 @@ A grammar key (``grammar_key``) is a role's name (its plain grammar) or a bindin
 - a Scientist's (``ScientistBinding``, from each turn's view: the dialogue names more as it goes) writes only names
   its brief or the dialogue gave it: a technique, equipment, reagents and controls from the brief's published
   protocol and the method it cross-checked with, the plan on the table, the lab's suggestions and the stand-ins the
-  lab's answers offered (``_scientist_bound``).  Numbers, questions and rationales stay the model's.
+  lab's answers offered; under a technique, each item list starts with the items one of those plans lists under it
+  (each, or a stand-in offered for it), in its order, so which technique to take is one choice
+  (``_scientist_bound``).  Numbers, questions and rationales stay the model's.
 
 ``bound_schema`` applies a key's binding to its role's action schema."""
 
@@ -45,9 +47,21 @@ class LabBinding(BaseModel):
     time_limit_days: int = Field(ge=0)
 
 
+class NamedPlan(BaseModel):
+    """A technique with the item lists a plan the Scientist was given names under it, one slot per item: the item,
+    or a stand-in a lab answer offered for it."""
+
+    model_config = _FROZEN
+
+    technique: str
+    equipment_slots: list[list[str]]
+    reagent_slots: list[list[str]]
+
+
 class ScientistBinding(BaseModel):
     """What a Scientist's grammar is bound to at one turn: the techniques, equipment, reagents and controls its
-    brief and the dialogue so far have named.  A Scientist writes only names it was given."""
+    brief and the dialogue so far have named, and the plans that named each technique.  A Scientist writes only
+    names it was given, and under a technique, first the items a plan it was given lists under it."""
 
     model_config = _FROZEN
 
@@ -56,6 +70,7 @@ class ScientistBinding(BaseModel):
     equipment: list[str]
     reagents: list[str]
     controls: list[str]
+    plans: list[NamedPlan]
 
 
 Binding = Union[LabBinding, ScientistBinding]
@@ -91,17 +106,26 @@ def scientist_binding(view: ScientistObservation) -> ScientistBinding:
                           **{field: suggested.get(name, "").split(_LIST_SEPARATOR) for name, field in
                              (("equipment", "required_equipment"), ("reagents", "required_reagents"),
                               ("controls", "controls"))}})
+    plans = [plan for plan in plans if plan.get("technique")]
     for plan in plans:
-        named["technique"].add(plan.get("technique", ""))
+        named["technique"].add(plan["technique"])
         for field in ("required_equipment", "required_reagents", "controls"):
             named[field].update(plan.get(field, []))
+    offered: dict[str, list[str]] = {}
     for item, stand_in in offered_stand_ins(view):
+        offered.setdefault(item, []).append(stand_in)
         for field in ("required_equipment", "required_reagents"):
             if item in named[field] or item not in named["required_equipment"] | named["required_reagents"]:
                 named[field].add(stand_in)
     clean = {field: sorted(n for n in names if n) for field, names in named.items()}
+    tied = {NamedPlan(technique=plan["technique"],
+                      **{slots: [[item, *offered.get(item, [])] for item in plan.get(field, []) if item]
+                         for slots, field in (("equipment_slots", "required_equipment"),
+                                              ("reagent_slots", "required_reagents"))}).model_dump_json(): None
+            for plan in plans}
     return ScientistBinding(techniques=clean["technique"], equipment=clean["required_equipment"],
-                            reagents=clean["required_reagents"], controls=clean["controls"])
+                            reagents=clean["required_reagents"], controls=clean["controls"],
+                            plans=[NamedPlan.model_validate_json(plan) for plan in tied])
 
 
 def grammar_key(role: str, view: Optional[Union[LabManagerObservation, ScientistObservation]] = None) -> str:
@@ -143,7 +167,9 @@ def bound_schema(schema: dict[str, Any], binding: Binding) -> dict[str, Any]:
 
 
 def _scientist_bound(schema: dict[str, Any], binding: ScientistBinding) -> dict[str, Any]:
-    """The Scientist's ``schema`` with each name it writes one of ``binding``'s (a kind with none named stays free)."""
+    """The Scientist's ``schema`` with each name it writes one of ``binding``'s (a kind with none named stays free)
+    and, where plans named a technique, one branch per plan: its technique, then each item list starting with one
+    option of each of the plan's slots, in order, before any other named item of the kind."""
     bound = copy.deepcopy(schema)
     props = bound["properties"]
     for field, names in (("technique", binding.techniques), ("required_equipment", binding.equipment),
@@ -155,7 +181,20 @@ def _scientist_bound(schema: dict[str, Any], binding: ScientistBinding) -> dict[
         else:
             props[field] = {**{k: v for k, v in props[field].items() if k not in ("type", "maxLength")},
                             "enum": list(names)}
-    return bound
+    if not binding.plans:
+        return bound
+    defs = bound.pop("$defs", {})
+    branches = []
+    for plan in binding.plans:
+        branch = copy.deepcopy(bound)
+        branch["properties"]["technique"] = {"const": plan.technique}
+        for field, slots in (("required_equipment", plan.equipment_slots),
+                             ("required_reagents", plan.reagent_slots)):
+            if slots:
+                branch["properties"][field] = {**branch["properties"][field], "minItems": len(slots),
+                                               "prefixItems": [{"enum": slot} for slot in slots]}
+        branches.append(branch)
+    return {"$defs": defs, "anyOf": branches}
 
 
 def _lab_bound(schema: dict[str, Any], binding: LabBinding) -> dict[str, Any]:

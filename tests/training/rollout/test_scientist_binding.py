@@ -19,7 +19,7 @@ from replicalab.parsing import format_action
 from replicalab.scenarios import cells
 from replicalab.seats import SCIENTIST_FACTORIES, scripted_agent
 from replicalab.seeds import VALIDATION_SEEDS
-from training.rollout.binding import grammar_key, scientist_binding
+from training.rollout.binding import NamedPlan, grammar_key, scientist_binding
 from training.rollout.grammar import reply_keys, trajectory_key
 
 #: Every scripted Scientist a seat can be (the oracle reads the hidden scenario: a baseline, never a seat's model).
@@ -114,7 +114,8 @@ def test_each_reply_of_a_trajectory_is_scored_under_its_own_turns_grammar(defaul
     replies than its key names is refused in one line."""
     view = _first_view()
     first = scientist_binding(view)
-    later = first.model_copy(update={"techniques": [*first.techniques, "lab_only_technique"]})
+    later = first.model_copy(update={"techniques": [*first.techniques, "lab_only_technique"], "plans": [
+        *first.plans, NamedPlan(technique="lab_only_technique", equipment_slots=[], reagent_slots=[])]})
     keys = [first.model_dump_json(), later.model_dump_json()]
     assert reply_keys(trajectory_key(keys)) == keys and trajectory_key(keys[:1] * 3) == keys[0]
     tok, stop = default_policy.tokenizer, default_policy.stop_token_ids[0]
@@ -164,3 +165,32 @@ def test_a_scientist_seat_replies_under_each_turns_binding(default_policy):
             assert not _outside(action, scientist_binding(view)), action
             plans += bool(action.get("technique"))
     assert plans >= 10, plans
+
+
+def test_a_technique_the_scientist_was_given_comes_with_its_plans_items(default_policy):
+    """Under a technique, each item list starts with the items a plan it was given lists under that technique (or
+    a stand-in an answer offered for one), in that plan's order, before any other named item: the brief's
+    cross-check technique with the published protocol's items, or the other way round, is refused; each protocol
+    as the brief gives it, and with a named item added after its own, is allowed."""
+    view = _first_view()
+    key = grammar_key("scientist", view)
+    published, cross = published_protocol(view), cross_check_method(view)
+    fields = ("sample_size", "controls", "technique", "duration_days", "required_equipment", "required_reagents")
+    swapped = [field for field in ("required_equipment", "required_reagents") if published[field] != cross[field]]
+    assert swapped and published["technique"] != cross["technique"]
+    extra = next(r for r in scientist_binding(view).reagents if r not in published["required_reagents"])
+
+    def text(plan: dict, **change) -> str:
+        return format_action(ScientistAction(action_type="revise_protocol", rationale="x",
+                                             **{**{k: plan[k] for k in fields}, **change}))
+
+    for plan in (published, cross):
+        assert not refused_tokens(default_policy, key, text(plan))
+    assert not refused_tokens(default_policy, key, text(published, required_reagents=[
+        *published["required_reagents"], extra]))
+    for field in swapped:
+        assert refused_tokens(default_policy, key, text(cross, **{field: published[field]})), field
+        assert refused_tokens(default_policy, key, text(published, **{field: cross[field]})), field
+    assert refused_tokens(default_policy, key, text(published, required_reagents=[
+        extra, *published["required_reagents"]]))
+    assert not refused_tokens(default_policy, "scientist", text(cross, **{swapped[0]: published[swapped[0]]}))

@@ -1,0 +1,76 @@
+"""Whether the embedded default's Scientist seat can learn to write its skills' content: fine-tune a copy of a
+model on the Scientist's turns at the skills' chances, then measure it with ``replicalab bench policy``.
+
+    python benchmarks/skill_content_sft.py --out DIR [--model DIR] [--steps 600] [--seeds 300]
+
+The rows are the turns at a skill's chance of freshly recorded transcripts (the recipe's per-chance Scientist:
+each skill used at each chance with probability 0.5, so the decision stays open both ways), each a
+prompt/completion example with its loss on that reply, and as many whole chats of both seats (the recipe's
+examples, so the seats keep the rest of their play).  The copy is written to ``--out`` with a record of its source
+and these options (``skill_content_sft.json``; it is no recipe build, so it has no ``build_info.json``);
+``replicalab bench policy --model DIR`` then gives each field's probability at the chances next to the source's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+#: The recipe's transcripts are shuffled with seed 0; these use other coins on the same training seeds.
+DECISION_SEED, REPLAY_SEED = 1, 2
+FINE_TUNE_FILE = "skill_content_sft.json"
+
+
+def main() -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.config.model import DefaultModelConfig
+    from training.model.card import BUILD_INFO_FILE
+    from training.model.default import resolve_default_model, training_examples
+    from training.model.sft import run_sft, tokenize_example
+    from training.model.sft_data import collect_transcripts, is_skill_chance
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="new directory for the fine-tuned copy")
+    parser.add_argument("--model", default=None, help="source model (default: the embedded default model)")
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--seeds", type=int, default=300, help="training seeds per cell of the transcripts")
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    args = parser.parse_args()
+    source = Path(args.model or resolve_default_model())
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise SystemExit(f"--out {out} is not empty; give a new directory")
+    info = json.loads((source / BUILD_INFO_FILE).read_text())
+    cfg = DefaultModelConfig.model_validate(info["config"])
+    torch.set_num_threads(cfg.torch_threads)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source)
+    scientist, _, stats = collect_transcripts(args.seeds, skill_rate=cfg.skill_rate, shuffle_seed=DECISION_SEED,
+                                              lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds)
+    decisions = [tokenize_example(tokenizer, t[k]) for t in scientist for k in range(1, len(t))
+                 if is_skill_chance(t[k])]
+    replay_sci, replay_lab, _ = collect_transcripts(args.seeds, skill_rate=cfg.skill_rate, shuffle_seed=REPLAY_SEED,
+                                                    lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds)
+    replay = [tokenize_example(tokenizer, ex) for _, ex in training_examples(replay_sci, replay_lab)]
+    random.Random(REPLAY_SEED).shuffle(replay)
+    rows = decisions + replay[:len(decisions)]
+    print(f"{len(decisions)} turns at a skill's chance (uses {stats.skill_uses} of {stats.skill_chances}) and "
+          f"{len(decisions)} whole chats; {args.steps} steps at learning rate {args.learning_rate}")
+    result = run_sft(model, tokenizer, rows, cfg.sft, max_length=max(len(r["input_ids"]) for r in rows),
+                     max_steps=args.steps, completion_only=True, learning_rate=args.learning_rate)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / FINE_TUNE_FILE).write_text(json.dumps({"source": str(source), "source_fingerprint": info["fingerprint"],
+                                                  **vars(args), "decision_rows": len(decisions),
+                                                  "mean_loss": result.mean_loss}, indent=2) + "\n")
+    print(f"wrote {out} (mean loss {result.mean_loss:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
