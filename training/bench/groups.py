@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     backend = InProcessBackend(spec)
     branching = BranchCollector(backend, other_share=cfg.grpo.branch.other_share,
                                 reply_only=cfg.grpo.branch.tokens == "reply",
-                                reply_temperature=cfg.grpo.branch.temperature)
+                                reply_temperature=cfg.grpo.branch.temperature,
+                                chance_weights=cfg.grpo.branch.chance_weights)
     print(f"replicalab bench groups: {args.steps} steps x {per_step} groups x {g} samples of {args.config}, "
           f"model {model}, temperature {cfg.rollout.sampling.temperature} (branched replies: "
           f"{cfg.scoring_temperature})")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, NonNegativeFloat
 
 from training.config.loading import STRICT_NUMBERS_AS_STR
 
 #: What a GRPO group shares: the seed (whole episodes) or a replayed decision state (``training.rollout.branch``).
 GroupBy = Literal["episode", "turn"]
+#: The kinds of chance a group can branch at: the Scientist's skills (``replicalab.agents.skilled.SKILLS``) and the
+#: Lab Manager's repair chance (``training.rollout.branch.REPAIR``).
+ChanceKind = Literal["read", "defend", "ask", "repair"]
 
 
 class BranchConfig(BaseModel):
@@ -26,3 +29,7 @@ class BranchConfig(BaseModel):
         "Temperature of the branched reply, the one reply of a branch that trains (needs tokens=reply); the "
         "trainer scores at it, and the replayed prefix and the continuation keep rollout.sampling's. None: "
         "rollout.sampling.temperature. Ignored with grpo.group_by=episode."))
+    chance_weights: dict[ChanceKind, NonNegativeFloat] = Field(default_factory=dict, description=(
+        "Weight of each kind of chance (read, defend, ask, repair) when a trunk holds several: its chance is drawn "
+        "in proportion to it, so a step's groups hold more of the kinds weighed more. A kind not named weighs 1; "
+        "a kind weighing 0 is no branch point (neither a chance nor another turn) while the trunk has another."))

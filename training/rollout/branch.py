@@ -8,8 +8,9 @@ the trunk's model turns before that turn (``EpisodeJob.prefix``: the same tokens
 own reply at the decision and plays on with the live policy to the end.  The G replies share the state exactly,
 and their rewards differ only through the reply and what follows it.
 
-Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one, else
-(and with probability ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
+Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one (one
+drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (and with probability
+``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
 the turns at which a skill's trigger shows (``replicalab.skill_use``); a Lab Manager's, the turns at which the
 lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from replicalab.lab_chances import repair_chances
 from replicalab.skill_use import skill_chances
@@ -57,10 +58,13 @@ def role_turns(record: RolloutRecord, role: str) -> int:
     return sum(1 for turn in record.model_turns if turn.role == role)
 
 
-def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random) -> tuple[str, int]:
+def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
+                  chance_weights: Optional[Mapping[str, float]] = None) -> tuple[str, int]:
     """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
     chance of the role (kind: the skill, or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the
-    trained seat generated nothing (the group is a whole-episode group)."""
+    trained seat generated nothing (the group is a whole-episode group).  Of the chances, one is drawn in proportion
+    to its kind's ``chance_weights`` (a kind not named weighs 1); a kind weighing 0 is no branch point at all, unless
+    the trunk has no other turn to branch at."""
     role = trunk.job.role
     n = role_turns(trunk, role)
     if n == 0:
@@ -69,9 +73,16 @@ def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random) 
         chances = {c.turn: c.skill for c in skill_chances(trunk.log) if c.turn < n}
     else:
         chances = {turn: REPAIR for turn in repair_chances(trunk.log) if turn < n}
-    others = [t for t in range(n) if t not in chances]
+    weights = {turn: (chance_weights or {}).get(kind, 1.0) for turn, kind in chances.items()}
+    if any(weights.values()) or len(chances) < n:
+        chances = {turn: kind for turn, kind in chances.items() if weights[turn]}
+    others = [t for t in range(n) if t not in chances and weights.get(t, 1.0)]
     if chances and (not others or rng.random() >= other_share):
-        turn = rng.choice(sorted(chances))
+        turns = sorted(chances)
+        if len({weights[t] for t in turns}) == 1:
+            turn = rng.choice(turns)
+        else:
+            turn = rng.choices(turns, weights=[weights[t] for t in turns])[0]
         return chances[turn], turn
     return OTHER_TURN, rng.choice(others)
 
@@ -109,9 +120,10 @@ class BranchCollector:
     trunk.  The backend's other calls (weights, snapshots, validation) go to the backend itself."""
 
     def __init__(self, backend: Any, *, other_share: float, reply_only: bool,
-                 reply_temperature: Optional[float] = None) -> None:
+                 reply_temperature: Optional[float] = None,
+                 chance_weights: Optional[Mapping[str, float]] = None) -> None:
         self.backend, self.other_share, self.reply_only = backend, other_share, reply_only
-        self.reply_temperature = reply_temperature
+        self.reply_temperature, self.chance_weights = reply_temperature, dict(chance_weights or {})
         #: The trunks of the latest collect (what ``branch_metrics`` and the logs report beside the branches).
         self.last_trunks: list[RolloutRecord] = []
 
@@ -120,7 +132,7 @@ class BranchCollector:
         out: list[EpisodeJob] = []
         for group, trunk in zip(groups_of(jobs), trunks):
             rng = random.Random(f"{sampling_seed}:{group[0].group}")
-            kind, turn = choose_branch(trunk, self.other_share, rng)
+            kind, turn = choose_branch(trunk, self.other_share, rng, self.chance_weights)
             prefix = prefix_before(trunk, group[0].role, turn) if kind else ()
             out += [replace(job, prefix=prefix, branch=kind, reply_only=self.reply_only and bool(kind),
                             reply_temperature=self.reply_temperature if kind else None) for job in group]

@@ -53,6 +53,30 @@ def test_a_group_branches_at_a_chance_unless_it_draws_another_turn() -> None:
         prefix_before(with_chance[0], "scientist", 9)
 
 
+def test_chance_weights_draw_chances_in_proportion_and_a_zero_weight_is_no_branch_point() -> None:
+    """Without weights (or with equal ones) a group draws exactly as before; a kind weighed more is drawn in
+    proportion; a kind weighing 0 is branched at neither as a chance nor as another turn."""
+    trunks = [r for r in (_record(s, SkilledScientist(SKILLS)) for s in range(30))
+              if len({c.skill for c in skill_chances(r.log)}) >= 2]
+    assert trunks
+    for trunk in trunks:
+        chances = {c.turn: c.skill for c in skill_chances(trunk.log)}
+        kinds = sorted(set(chances.values()))
+        for s in range(4):
+            plain = choose_branch(trunk, 0.25, random.Random(s))
+            assert choose_branch(trunk, 0.25, random.Random(s), {k: 3.0 for k in kinds}) == plain
+        heavy, light = kinds[0], kinds[1]
+        drawn = [choose_branch(trunk, 0.0, random.Random(s), {heavy: 9.0, light: 1.0})[0] for s in range(200)]
+        share = drawn.count(heavy) / len(drawn)
+        heavy_turns = sum(1 for k in chances.values() if k == heavy)
+        expected = 9 * heavy_turns / (9 * heavy_turns + sum(1 for k in chances.values() if k != heavy))
+        assert abs(share - expected) < 0.1, (share, expected)
+        for s in range(30):
+            kind, turn = choose_branch(trunk, 0.5, random.Random(s), {heavy: 0.0})
+            assert kind != heavy and chances.get(turn) != heavy
+    assert choose_branch(replace(trunks[0], model_turns=()), 0.0, random.Random(0), {"read": 0.0}) == ("", 0)
+
+
 def test_group_contrast_counts_a_used_and_an_unused_skill_at_the_same_chance() -> None:
     trunk = next(r for r in (_record(s, SkilledScientist()) for s in range(40))
                  if any(c.skill == "read" for c in skill_chances(r.log)))
