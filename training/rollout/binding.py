@@ -118,14 +118,14 @@ def scientist_binding(view: ScientistObservation) -> ScientistBinding:
             if item in named[field] or item not in named["required_equipment"] | named["required_reagents"]:
                 named[field].add(stand_in)
     clean = {field: sorted(n for n in names if n) for field, names in named.items()}
-    tied = {NamedPlan(technique=plan["technique"],
-                      **{slots: [[item, *offered.get(item, [])] for item in plan.get(field, []) if item]
-                         for slots, field in (("equipment_slots", "required_equipment"),
-                                              ("reagent_slots", "required_reagents"))}).model_dump_json(): None
-            for plan in plans}
+    tied: dict[str, NamedPlan] = {}
+    for plan in plans:
+        slots = {kind: [[item, *offered.get(item, [])] for item in plan.get(field, []) if item]
+                 for kind, field in (("equipment_slots", "required_equipment"), ("reagent_slots", "required_reagents"))}
+        named_plan = NamedPlan(technique=plan["technique"], **slots)
+        tied.setdefault(named_plan.model_dump_json(), named_plan)
     return ScientistBinding(techniques=clean["technique"], equipment=clean["required_equipment"],
-                            reagents=clean["required_reagents"], controls=clean["controls"],
-                            plans=[NamedPlan.model_validate_json(plan) for plan in tied])
+                            reagents=clean["required_reagents"], controls=clean["controls"], plans=list(tied.values()))
 
 
 def grammar_key(role: str, view: Optional[Union[LabManagerObservation, ScientistObservation]] = None) -> str:
