@@ -183,6 +183,9 @@ def test_bench_policy_measures_a_model_next_to_the_scripted_scientists(capsys, p
     found = re.findall(r"^  \w+ +([0-9.]+) \| ([0-9.]+|-) over", out, re.M)
     probs = [float(v) for pair in found for v in pair if v != "-"]
     assert probs and all(0.0 <= p <= 1.0 for p in probs) and "naive Scientist's chats" in out
+    fields = re.findall(r"P\(it \| the reply before it\): (.*)$", out, re.M)
+    assert fields and any("technique " in line for line in fields)  # the read reply's fields, by name
+    assert all(0.0 <= float(v) <= 1.0 for line in fields for v in re.findall(r" ([0-9.]+)(?:,|$)", line))
 
 
 @pytest.mark.slow
