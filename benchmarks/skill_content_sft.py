@@ -27,6 +27,7 @@ def main() -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from training.argtypes import positive_float, positive_int
     from training.config.model import DefaultModelConfig
     from training.model.card import BUILD_INFO_FILE
     from training.model.default import resolve_default_model, training_examples
@@ -36,16 +37,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="new directory for the fine-tuned copy")
     parser.add_argument("--model", default=None, help="source model (default: the embedded default model)")
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--seeds", type=int, default=300, help="training seeds per cell of the transcripts")
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--steps", type=positive_int, default=600)
+    parser.add_argument("--seeds", type=positive_int, default=300, help="training seeds per cell of the transcripts")
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
     args = parser.parse_args()
     source = Path(args.model or resolve_default_model())
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        raise SystemExit(f"--out {out} is not empty; give a new directory")
-    info = json.loads((source / BUILD_INFO_FILE).read_text())
-    cfg = DefaultModelConfig.model_validate(info["config"])
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SystemExit(f"--out {out} is not an empty directory; give a new one")
+    if not (source / "config.json").is_file():
+        raise SystemExit(f"--model {source} is not a model directory (no config.json)")
+    record = source / BUILD_INFO_FILE  # a default-model build's recipe; another model takes the recipe's defaults
+    info = json.loads(record.read_text()) if record.is_file() else {}
+    cfg = DefaultModelConfig.model_validate(info.get("config", {}))
     torch.set_num_threads(cfg.torch_threads)
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForCausalLM.from_pretrained(source)
@@ -65,7 +69,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / FINE_TUNE_FILE).write_text(json.dumps({"source": str(source), "source_fingerprint": info["fingerprint"],
+    (out / FINE_TUNE_FILE).write_text(json.dumps({"source": str(source), "source_fingerprint": info.get("fingerprint"),
                                                   **vars(args), "decision_rows": len(decisions),
                                                   "mean_loss": result.mean_loss}, indent=2) + "\n")
     print(f"wrote {out} (mean loss {result.mean_loss:.3f})")

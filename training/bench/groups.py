@@ -82,10 +82,7 @@ def run(args: argparse.Namespace) -> int:
     spec = RolloutSpec(model=model, sampling=cfg.rollout.sampling, max_rounds=cfg.rollout.max_rounds,
                        scientist=cfg.seats.scientist, lab_manager=cfg.seats.lab_manager)
     backend = InProcessBackend(spec)
-    branching = BranchCollector(backend, other_share=cfg.grpo.branch.other_share,
-                                reply_only=cfg.grpo.branch.tokens == "reply",
-                                reply_temperature=cfg.grpo.branch.temperature,
-                                chance_weights=cfg.grpo.branch.chance_weights)
+    branching = BranchCollector.from_config(backend, cfg.grpo.branch)
     print(f"replicalab bench groups: {args.steps} steps x {per_step} groups x {g} samples of {args.config}, "
           f"model {model}, temperature {cfg.rollout.sampling.temperature} (branched replies: "
           f"{cfg.scoring_temperature})")

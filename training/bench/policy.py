@@ -70,9 +70,7 @@ def decision_probabilities(policy, episodes) -> dict[str, dict[str, list[float]]
             prompt = policy.encode_chat(turn["prompt"])
             head = f'{ACTION_PREFIX}"{SKILL_ACTION[chance.skill]}",'
             logp, ends = _reply_logprobs(policy, prompt, head)
-            start, end = len(ACTION_PREFIX), len(head) - 1
-            span = [i for i in range(len(ends)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
-            out[chance.skill]["action_type"].append(math.exp(sum(logp[i] for i in span)))
+            out[chance.skill]["action_type"].append(_span_probability(logp, ends, len(ACTION_PREFIX), len(head) - 1))
             if chance.used:
                 reply = turn["completion"][0]["content"]
                 logp, ends = _reply_logprobs(policy, prompt, reply)
@@ -90,10 +88,14 @@ def field_probabilities(reply: str, logp: list[float], ends: list[int]) -> dict[
     for field, value in json.loads(reply).items():
         written = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         start = reply.index(f'"{field}":{written}') + len(field) + 3
-        end = start + len(written)
-        span = [i for i in range(len(ends)) if ends[i] > start and (ends[i - 1] if i else 0) < end]
-        out[field] = math.exp(sum(logp[i] for i in span))
+        out[field] = _span_probability(logp, ends, start, start + len(written))
     return out
+
+
+def _span_probability(logp: list[float], ends: list[int], start: int, end: int) -> float:
+    """The probability of the characters ``start:end`` of a text whose tokens end at ``ends`` with log-probabilities
+    ``logp``: the product over every token that overlaps them."""
+    return math.exp(sum(lp for i, lp in enumerate(logp) if ends[i] > start and (ends[i - 1] if i else 0) < end))
 
 
 def _reply_logprobs(policy, prompt: list[int], text: str) -> tuple[list[float], list[int]]:

@@ -74,12 +74,14 @@ def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
     else:
         chances = {turn: REPAIR for turn in repair_chances(trunk.log) if turn < n}
     weights = {turn: (chance_weights or {}).get(kind, 1.0) for turn, kind in chances.items()}
-    if any(weights.values()) or len(chances) < n:
-        chances = {turn: kind for turn, kind in chances.items() if weights[turn]}
-    others = [t for t in range(n) if t not in chances and weights.get(t, 1.0)]
+    barred = {turn for turn, weight in weights.items() if not weight}
+    if len(barred) == n:  # every turn is a barred chance: the weights cannot choose
+        barred = set()
+    chances = {turn: kind for turn, kind in chances.items() if turn not in barred}
+    others = [t for t in range(n) if t not in chances and t not in barred]
     if chances and (not others or rng.random() >= other_share):
         turns = sorted(chances)
-        if len({weights[t] for t in turns}) == 1:
+        if len({weights[t] for t in turns}) == 1:  # equal weights draw as an unweighted choice does, stream and all
             turn = rng.choice(turns)
         else:
             turn = rng.choices(turns, weights=[weights[t] for t in turns])[0]
@@ -126,6 +128,12 @@ class BranchCollector:
         self.reply_temperature, self.chance_weights = reply_temperature, dict(chance_weights or {})
         #: The trunks of the latest collect (what ``branch_metrics`` and the logs report beside the branches).
         self.last_trunks: list[RolloutRecord] = []
+
+    @classmethod
+    def from_config(cls, backend: Any, branch: Any) -> "BranchCollector":
+        """The collector ``grpo.branch`` (a ``training.config.branch.BranchConfig``) describes, on ``backend``."""
+        return cls(backend, other_share=branch.other_share, reply_only=branch.tokens == "reply",
+                   reply_temperature=branch.temperature, chance_weights=branch.chance_weights)
 
     def branch_jobs(self, jobs: Sequence[EpisodeJob], trunks: Sequence[RolloutRecord],
                     sampling_seed: Optional[int]) -> list[EpisodeJob]:

@@ -56,9 +56,7 @@ class EpisodeRollouts:
                  keys: Sequence[str] = (), branch: Optional[BranchConfig] = None):
         self.backend, self.logger, self.lora, self.pool = backend, logger, lora, pool
         # grpo.group_by=turn: each group's episodes branch from one decision state of a trunk (training.rollout.branch)
-        self.collector = backend if branch is None or backend is None else BranchCollector(
-            backend, other_share=branch.other_share, reply_only=branch.tokens == "reply",
-            reply_temperature=branch.temperature, chance_weights=branch.chance_weights)
+        self.collector = backend if branch is None or backend is None else BranchCollector.from_config(backend, branch)
         self.num_generations, self.seed, self.max_staleness = num_generations, seed, max_staleness
         # rollout.max_staleness=1: the next step's batch in flight (training.trainer.rollouts_ahead; keys: the rows'
         # prompts)
