@@ -26,7 +26,7 @@ from replicalab.models import EpisodeLog
 from replicalab.lab_chances import repair_chances
 from replicalab.skill_use import skill_chances
 from training.bench.repairs import checked
-from training.rollout.branch import REPAIR
+from training.rollout.branch import REPAIR, scientist_chances
 
 OTHER = "other"
 INVALID = "invalid"
@@ -81,7 +81,7 @@ def branch_rows(rows: list[dict], role: str, group_size: int) -> tuple[list[tupl
         if turn is None:
             flat += 1
             continue
-        chances = ({c.turn: c.skill for c in skill_chances(logs[0])} if role == "scientist"
+        chances = (scientist_chances(logs[0]) if role == "scientist"
                    else dict.fromkeys(repair_chances(logs[0]), REPAIR))
         rewards = [log.role_rewards.get(role, log.total_reward) for log in logs]
         mean = sum(rewards) / len(rewards)

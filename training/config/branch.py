@@ -10,9 +10,10 @@ from training.config.loading import STRICT_NUMBERS_AS_STR
 
 #: What a GRPO group shares: the seed (whole episodes) or a replayed decision state (``training.rollout.branch``).
 GroupBy = Literal["episode", "turn"]
-#: The kinds of chance a group can branch at: the Scientist's skills (``replicalab.agents.skilled.SKILLS``) and the
-#: Lab Manager's repair chance (``training.rollout.branch.REPAIR``).
-ChanceKind = Literal["read", "defend", "ask", "repair"]
+#: The kinds of chance a group can branch at: the Scientist's skills (``replicalab.agents.skilled.SKILLS``), its
+#: turn after a read the lab did not take (``training.rollout.branch.AFTER_READ``) and the Lab Manager's repair
+#: chance (``training.rollout.branch.REPAIR``).
+ChanceKind = Literal["read", "defend", "ask", "after_read", "repair"]
 
 
 class BranchConfig(BaseModel):
@@ -30,6 +31,6 @@ class BranchConfig(BaseModel):
         "trainer scores at it, and the replayed prefix and the continuation keep rollout.sampling's. None: "
         "rollout.sampling.temperature. Ignored with grpo.group_by=episode."))
     chance_weights: dict[ChanceKind, NonNegativeFloat] = Field(default_factory=dict, description=(
-        "Weight of each kind of chance (read, defend, ask, repair) when a trunk holds several: its chance is drawn "
+        "Weight of each kind of chance (read, defend, ask, after_read, repair) when a trunk holds several: its chance is drawn "
         "in proportion to it, so a step's groups hold more of the kinds weighed more. A kind not named weighs 1; "
         "a kind weighing 0 is no branch point (neither a chance nor another turn) while the trunk has another."))

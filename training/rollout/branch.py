@@ -11,7 +11,8 @@ and their rewards differ only through the reply and what follows it.
 Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one (one
 drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (and with probability
 ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
-the turns at which a skill's trigger shows (``replicalab.skill_use``); a Lab Manager's, the turns at which the
+the turns at which a skill's trigger shows (``replicalab.skill_use``) and the turn after a read the lab did not
+take (``AFTER_READ``: send it again or take what comes); a Lab Manager's, the turns at which the
 lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
 
@@ -41,6 +42,9 @@ from training.rollout.records import EpisodeJob, RolloutRecord
 OTHER_TURN = "turn"
 #: ``EpisodeJob.branch`` of a Lab Manager group branched where the lab's check fails the plan.
 REPAIR = "repair"
+#: ``EpisodeJob.branch`` of a Scientist group branched at its turn after a read the lab did not take (the episode
+#: went on): read once, then take what comes, or send the cross-check again.
+AFTER_READ = "after_read"
 #: The trunk collect's seed is the step's seed plus this (its turns never share a stream with the branches').
 TRUNK_SEED_OFFSET = 7_777_777
 
@@ -58,10 +62,21 @@ def role_turns(record: RolloutRecord, role: str) -> int:
     return sum(1 for turn in record.model_turns if turn.role == role)
 
 
+def scientist_chances(log: Any) -> dict[int, str]:
+    """{own turn: kind} of a Scientist's chances in ``log``: each skill's (``replicalab.skill_use``) and, at the
+    turn after a read where no skill's trigger shows, ``AFTER_READ``."""
+    found = skill_chances(log)
+    chances = {c.turn: c.skill for c in found}
+    for c in found:
+        if c.skill == "read" and c.used:
+            chances.setdefault(c.turn + 1, AFTER_READ)
+    return chances
+
+
 def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
                   chance_weights: Optional[Mapping[str, float]] = None) -> tuple[str, int]:
     """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
-    chance of the role (kind: the skill, or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the
+    chance of the role (kind: the skill, ``AFTER_READ`` or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the
     trained seat generated nothing (the group is a whole-episode group).  Of the chances, one is drawn in proportion
     to its kind's ``chance_weights`` (a kind not named weighs 1); a kind weighing 0 is no branch point at all, unless
     the trunk has no other turn to branch at."""
@@ -70,7 +85,7 @@ def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
     if n == 0:
         return "", 0
     if role == "scientist":
-        chances = {c.turn: c.skill for c in skill_chances(trunk.log) if c.turn < n}
+        chances = {turn: kind for turn, kind in scientist_chances(trunk.log).items() if turn < n}
     else:
         chances = {turn: REPAIR for turn in repair_chances(trunk.log) if turn < n}
     weights = {turn: (chance_weights or {}).get(kind, 1.0) for turn, kind in chances.items()}

@@ -11,6 +11,7 @@ from replicalab import ReplicaLabEnv, run_episode
 from replicalab.agents import SKILLS, SkilledScientist
 from replicalab.skill_use import skill_chances
 from training.rollout.branch import (
+    AFTER_READ,
     OTHER_TURN,
     BranchCollector,
     branch_metrics,
@@ -19,6 +20,7 @@ from training.rollout.branch import (
     group_contrast,
     groups_of,
     prefix_before,
+    scientist_chances,
 )
 from training.rollout.records import EpisodeJob, ModelTurn, RolloutRecord
 
@@ -60,7 +62,7 @@ def test_chance_weights_draw_chances_in_proportion_and_a_zero_weight_is_no_branc
               if len({c.skill for c in skill_chances(r.log)}) >= 2]
     assert trunks
     for trunk in trunks:
-        chances = {c.turn: c.skill for c in skill_chances(trunk.log)}
+        chances = scientist_chances(trunk.log)
         kinds = sorted(set(chances.values()))
         for s in range(4):
             plain = choose_branch(trunk, 0.25, random.Random(s))
@@ -75,6 +77,24 @@ def test_chance_weights_draw_chances_in_proportion_and_a_zero_weight_is_no_branc
             kind, turn = choose_branch(trunk, 0.5, random.Random(s), {heavy: 0.0})
             assert kind != heavy and chances.get(turn) != heavy
     assert choose_branch(replace(trunks[0], model_turns=()), 0.0, random.Random(0), {"read": 0.0}) == ("", 0)
+
+
+def test_the_turn_after_a_read_the_lab_did_not_take_is_a_chance_of_its_own() -> None:
+    """The Scientist's turn after its read, where the episode went on and no skill's trigger shows, is an
+    ``after_read`` chance: drawn like the others, weighed by its own weight, barred by a weight of 0."""
+    trunks = [_record(s, SkilledScientist(["read"])) for s in range(30)]
+    followed = [t for t in trunks if AFTER_READ in scientist_chances(t.log).values()]
+    assert followed and all(AFTER_READ not in scientist_chances(_record(s, SkilledScientist()).log).values()
+                            for s in range(10))
+    for trunk in followed:
+        chances = scientist_chances(trunk.log)
+        read = next(c.turn for c in skill_chances(trunk.log) if c.skill == "read" and c.used)
+        assert chances[read + 1] == AFTER_READ and read + 1 not in {c.turn for c in skill_chances(trunk.log)}
+        own = [t.action for t in trunk.log.turns if t.role == "scientist"]
+        assert own[read + 1]["action_type"] == "accept"  # the reader reads once, then takes what comes
+        for s in range(20):
+            assert choose_branch(trunk, 0.0, random.Random(s), {"read": 0.0}) == (AFTER_READ, read + 1)
+            assert choose_branch(trunk, 0.5, random.Random(s), {AFTER_READ: 0.0})[1] != read + 1
 
 
 def test_group_contrast_counts_a_used_and_an_unused_skill_at_the_same_chance() -> None:
