@@ -11,8 +11,8 @@ and their rewards differ only through the reply and what follows it.
 Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one (one
 drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (and with probability
 ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
-the turns at which a skill's trigger shows (``replicalab.skill_use``) and the turn after a read the lab did not
-take (``AFTER_READ``: send it again or take what comes); a Lab Manager's, the turns at which the
+the turns at which a skill's trigger shows (``replicalab.skill_use``), except the turn after a read the lab did
+not take, which is an ``AFTER_READ`` chance (send it again or take what comes); a Lab Manager's, the turns at which the
 lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
 
@@ -63,13 +63,13 @@ def role_turns(record: RolloutRecord, role: str) -> int:
 
 
 def scientist_chances(log: Any) -> dict[int, str]:
-    """{own turn: kind} of a Scientist's chances in ``log``: each skill's (``replicalab.skill_use``) and, at the
-    turn after a read where no skill's trigger shows, ``AFTER_READ``."""
+    """{own turn: kind} of a Scientist's chances in ``log``: each skill's (``replicalab.skill_use``), and
+    ``AFTER_READ`` at the turn after a read the lab did not take, whichever skill's trigger shows there too (the
+    lab that turns a read down mostly names an item it cannot use or cuts the plan: what comes after the read is
+    the decision)."""
     found = skill_chances(log)
     chances = {c.turn: c.skill for c in found}
-    for c in found:
-        if c.skill == "read" and c.used:
-            chances.setdefault(c.turn + 1, AFTER_READ)
+    chances.update((c.turn + 1, AFTER_READ) for c in found if c.skill == "read" and c.used)
     return chances
 
 

@@ -80,8 +80,8 @@ def test_chance_weights_draw_chances_in_proportion_and_a_zero_weight_is_no_branc
 
 
 def test_the_turn_after_a_read_the_lab_did_not_take_is_a_chance_of_its_own() -> None:
-    """The Scientist's turn after its read, where the episode went on and no skill's trigger shows, is an
-    ``after_read`` chance: drawn like the others, weighed by its own weight, barred by a weight of 0."""
+    """The Scientist's turn after its read, where the episode went on, is an ``after_read`` chance whichever
+    skill's trigger shows there too: drawn like the others, weighed by its own weight, barred by a weight of 0."""
     trunks = [_record(s, SkilledScientist(["read"])) for s in range(30)]
     followed = [t for t in trunks if AFTER_READ in scientist_chances(t.log).values()]
     assert followed and all(AFTER_READ not in scientist_chances(_record(s, SkilledScientist()).log).values()
@@ -89,12 +89,17 @@ def test_the_turn_after_a_read_the_lab_did_not_take_is_a_chance_of_its_own() -> 
     for trunk in followed:
         chances = scientist_chances(trunk.log)
         read = next(c.turn for c in skill_chances(trunk.log) if c.skill == "read" and c.used)
-        assert chances[read + 1] == AFTER_READ and read + 1 not in {c.turn for c in skill_chances(trunk.log)}
+        assert chances[read + 1] == AFTER_READ
+        assert {t: k for t, k in chances.items() if t != read + 1} == {
+            c.turn: c.skill for c in skill_chances(trunk.log) if c.turn != read + 1}
         own = [t.action for t in trunk.log.turns if t.role == "scientist"]
         assert own[read + 1]["action_type"] == "accept"  # the reader reads once, then takes what comes
+        others = {"read": 0.0, "defend": 0.0, "ask": 0.0}
         for s in range(20):
-            assert choose_branch(trunk, 0.0, random.Random(s), {"read": 0.0}) == (AFTER_READ, read + 1)
+            assert choose_branch(trunk, 0.0, random.Random(s), others) == (AFTER_READ, read + 1)
             assert choose_branch(trunk, 0.5, random.Random(s), {AFTER_READ: 0.0})[1] != read + 1
+    assert any(read_turn + 1 in {c.turn for c in skill_chances(t.log)}
+               for t in followed for read_turn in [next(c.turn for c in skill_chances(t.log) if c.used)])
 
 
 def test_group_contrast_counts_a_used_and_an_unused_skill_at_the_same_chance() -> None:
