@@ -13,7 +13,10 @@ drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (
 ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
 the turns at which a skill's trigger shows (``replicalab.skill_use``), except the turn after a read the lab did
 not take, which is an ``AFTER_READ`` chance (send it again or take what comes); a Lab Manager's, the turns at which the
-lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
+lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  A
+trunk without a chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of
+another trunk of its role in the step, seed, scenario and opponent with it: every group then contrasts a decision
+that a skill or a repair could take.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
 
 Which tokens train: with ``reply_only`` a branch's trajectory is its branched reply alone (the prefix is its
@@ -73,18 +76,11 @@ def scientist_chances(log: Any) -> dict[int, str]:
     return chances
 
 
-def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
-                  chance_weights: Optional[Mapping[str, float]] = None) -> tuple[str, int]:
-    """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
-    chance of the role (kind: the skill, ``AFTER_READ`` or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).  ``("", 0)`` when the
-    trained seat generated nothing (the group is a whole-episode group).  Of the chances, one is drawn in proportion
-    to its kind's ``chance_weights`` (a kind not named weighs 1); a kind weighing 0 is no branch point at all, unless
-    the trunk has no other turn to branch at."""
-    role = trunk.job.role
-    n = role_turns(trunk, role)
-    if n == 0:
-        return "", 0
-    if role == "scientist":
+def _weighed_chances(trunk: RolloutRecord, n: int, chance_weights: Optional[Mapping[str, float]]
+                     ) -> tuple[dict[int, str], dict[int, float], set[int]]:
+    """(the chances a group may branch at, every chance's weight, the barred turns) of ``trunk``'s ``n`` turns of
+    its role: a chance of a kind weighing 0 is barred, unless every turn would be."""
+    if trunk.job.role == "scientist":
         chances = {turn: kind for turn, kind in scientist_chances(trunk.log).items() if turn < n}
     else:
         chances = {turn: REPAIR for turn in repair_chances(trunk.log) if turn < n}
@@ -92,7 +88,25 @@ def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
     barred = {turn for turn, weight in weights.items() if not weight}
     if len(barred) == n:  # every turn is a barred chance: the weights cannot choose
         barred = set()
-    chances = {turn: kind for turn, kind in chances.items() if turn not in barred}
+    return {turn: kind for turn, kind in chances.items() if turn not in barred}, weights, barred
+
+
+def holds_chance(trunk: RolloutRecord, chance_weights: Optional[Mapping[str, float]] = None) -> bool:
+    """Whether ``trunk`` holds a chance of its role that ``chance_weights`` does not bar."""
+    return bool(_weighed_chances(trunk, role_turns(trunk, trunk.job.role), chance_weights)[0])
+
+
+def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
+                  chance_weights: Optional[Mapping[str, float]] = None) -> tuple[str, int]:
+    """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
+    chance of the role (kind: the skill, ``AFTER_READ`` or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).
+    ``("", 0)`` when the trained seat generated nothing (the group is a whole-episode group).  Of the chances, one
+    is drawn in proportion to its kind's ``chance_weights`` (a kind not named weighs 1); a kind weighing 0 is no
+    branch point at all, unless the trunk has no other turn to branch at."""
+    n = role_turns(trunk, trunk.job.role)
+    if n == 0:
+        return "", 0
+    chances, weights, barred = _weighed_chances(trunk, n, chance_weights)
     others = [t for t in range(n) if t not in chances and t not in barred]
     if chances and (not others or rng.random() >= other_share):
         turns = sorted(chances)
@@ -138,9 +152,12 @@ class BranchCollector:
 
     def __init__(self, backend: Any, *, other_share: float, reply_only: bool,
                  reply_temperature: Optional[float] = None,
-                 chance_weights: Optional[Mapping[str, float]] = None) -> None:
+                 chance_weights: Optional[Mapping[str, float]] = None, borrow_chances: bool = False) -> None:
         self.backend, self.other_share, self.reply_only = backend, other_share, reply_only
         self.reply_temperature, self.chance_weights = reply_temperature, dict(chance_weights or {})
+        #: A group whose trunk holds no chance branches at a chance of another trunk of its role in the step
+        #: (drawn uniformly; its jobs take that trunk's seed, scenario and opponent) instead of at a turn of its own.
+        self.borrow_chances = borrow_chances
         #: The trunks of the latest collect (what ``branch_metrics`` and the logs report beside the branches).
         self.last_trunks: list[RolloutRecord] = []
 
@@ -148,13 +165,25 @@ class BranchCollector:
     def from_config(cls, backend: Any, branch: Any) -> "BranchCollector":
         """The collector ``grpo.branch`` (a ``training.config.branch.BranchConfig``) describes, on ``backend``."""
         return cls(backend, other_share=branch.other_share, reply_only=branch.tokens == "reply",
-                   reply_temperature=branch.temperature, chance_weights=branch.chance_weights)
+                   reply_temperature=branch.temperature, chance_weights=branch.chance_weights,
+                   borrow_chances=branch.without_chance == "borrow")
 
     def branch_jobs(self, jobs: Sequence[EpisodeJob], trunks: Sequence[RolloutRecord],
                     sampling_seed: Optional[int]) -> list[EpisodeJob]:
+        groups = groups_of(jobs)
+        hosts: dict[str, list[int]] = {}
+        if self.borrow_chances:
+            for k, trunk in enumerate(trunks):
+                if holds_chance(trunk, self.chance_weights):
+                    hosts.setdefault(trunk.job.role, []).append(k)
         out: list[EpisodeJob] = []
-        for group, trunk in zip(groups_of(jobs), trunks):
+        for group, trunk in zip(groups, trunks):
             rng = random.Random(f"{sampling_seed}:{group[0].group}")
+            lenders = hosts.get(trunk.job.role)
+            if lenders and not holds_chance(trunk, self.chance_weights):
+                lender = rng.choice(lenders)
+                trunk = trunks[lender]
+                group = [replace(groups[lender][0], job_id=job.job_id, group=job.group) for job in group]
             kind, turn = choose_branch(trunk, self.other_share, rng, self.chance_weights)
             prefix = prefix_before(trunk, group[0].role, turn) if kind else ()
             out += [replace(job, prefix=prefix, branch=kind, reply_only=self.reply_only and bool(kind),

@@ -176,3 +176,38 @@ def test_a_lab_manager_group_branches_where_the_lab_check_fails_the_plan() -> No
         if len(trunk.model_turns) > len(chances):
             kind, turn = choose_branch(trunk, 1.0, random.Random(0))
             assert kind == OTHER_TURN and turn not in chances
+
+
+def test_a_group_whose_trunk_holds_no_chance_borrows_another_trunks_chance() -> None:
+    """With ``borrow_chances`` a group whose trunk holds no chance branches at a chance of another trunk of the
+    step (its jobs take that trunk's seed, keep their own ids and group); without it, or when no trunk holds a
+    chance, it branches at a turn of its own, exactly as before."""
+    from training.rollout.branch import holds_chance
+
+    read_only = {"defend": 0.0, "ask": 0.0}  # trunks whose chances are all ask's or defend's hold none
+    trunks = [_record(s, SkilledScientist(SKILLS), job_id=k, group=k) for k, s in enumerate(range(12))]
+    lenders = [t for t in trunks if holds_chance(t, read_only)]
+    assert lenders and len(lenders) < len(trunks)
+    jobs = [replace(t.job, job_id=t.job.group * 2 + k) for t in trunks for k in range(2)]
+    plain = BranchCollector(None, other_share=0.0, reply_only=True, chance_weights=read_only).branch_jobs(
+        jobs, trunks, 5)
+    borrowing = BranchCollector(None, other_share=0.0, reply_only=True, chance_weights=read_only,
+                                borrow_chances=True)
+    branched = borrowing.branch_jobs(jobs, trunks, 5)
+    assert [j.job_id for j in branched] == [j.job_id for j in jobs]
+    assert [j.group for j in branched] == [j.group for j in jobs]
+    for trunk, mine, before in zip(trunks, groups_of(branched), groups_of(plain)):
+        if holds_chance(trunk, read_only):
+            assert mine == before
+            continue
+        assert before[0].branch == OTHER_TURN and mine[0].branch in {"read", AFTER_READ}
+        lender = next(t for t in lenders if t.job.seed == mine[0].seed)
+        assert all(j.seed == lender.job.seed and j.prefix == mine[0].prefix for j in mine)
+        turn = branch_turn(mine[0])
+        assert scientist_chances(lender.log)[turn] == mine[0].branch
+        assert mine[0].prefix == prefix_before(lender, "scientist", turn)
+    barred = {"read": 0.0, "defend": 0.0, "ask": 0.0, AFTER_READ: 0.0}
+    no_lender = BranchCollector(None, other_share=0.0, reply_only=True, chance_weights=barred,
+                                borrow_chances=True)
+    assert no_lender.branch_jobs(jobs, trunks, 5) == BranchCollector(
+        None, other_share=0.0, reply_only=True, chance_weights=barred).branch_jobs(jobs, trunks, 5)
