@@ -211,3 +211,7 @@ def test_a_group_whose_trunk_holds_no_chance_borrows_another_trunks_chance() -> 
                                 borrow_chances=True)
     assert no_lender.branch_jobs(jobs, trunks, 5) == BranchCollector(
         None, other_share=0.0, reply_only=True, chance_weights=barred).branch_jobs(jobs, trunks, 5)
+    from training.config.branch import BranchConfig
+
+    assert BranchCollector.from_config(None, BranchConfig(without_chance="borrow")).borrow_chances
+    assert not BranchCollector.from_config(None, BranchConfig()).borrow_chances
