@@ -6,9 +6,9 @@ A run with ``grpo.group_by: turn`` writes its branch episodes to ``episodes.json
 consecutive episodes a group, each replaying the same prefix and sampling its own reply at the branch turn.  The
 branch turn is the first turn of the role at which the group's actions differ (a group whose replies all agree
 holds no contrast and is counted apart).  For each kind of branch turn (a skill's chance, ``after_read``, the
-lab's ``repair`` chance, or ``other``) and each move (the reply's action type, marked when it used the chance's skill or, for a
-Lab Manager's suggestion, when it repairs: ``training.bench.repairs``; ``invalid`` for a reply the env refused),
-the script prints how often the move was sampled there in the first and the last
+lab's ``repair`` chance, or ``other``) and each move (the reply's action type, marked when it used the chance's
+skill or, for a Lab Manager's suggestion, when it repairs: ``training.bench.repairs``; ``invalid`` for a reply the
+env refused), the script prints how often the move was sampled there in the first and the last
 ``--window`` steps, its mean in-group advantage (its episode's reward minus the group's mean) and the sum of its
 advantages as GRPO's group scaling weighs them (divided by the group's reward std): what the run's gradient
 pushed, move by move.
