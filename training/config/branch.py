@@ -33,7 +33,8 @@ class BranchConfig(BaseModel):
     chance_weights: dict[ChanceKind, NonNegativeFloat] = Field(default_factory=dict, description=(
         "Weight of each kind of chance (read, defend, ask, after_read, repair) when a trunk holds several: its "
         "chance is drawn in proportion to it, so a step's groups hold more of the kinds weighed more. A kind not "
-        "named weighs 1; a kind weighing 0 is no branch point (neither a chance nor another turn) while the trunk has another."))
+        "named weighs 1; a kind weighing 0 is no branch point (neither a chance nor another turn) while the trunk "
+        "has another."))
     without_chance: Literal["own_turn", "borrow"] = Field(default="own_turn", description=(
         "Where a group whose trunk holds no chance branches: at another of its own turns (own_turn), or at a "
         "chance of another trunk of its role in the same step, drawn uniformly, its jobs taking that trunk's seed, "

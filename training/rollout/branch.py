@@ -13,8 +13,8 @@ drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (
 ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
 the turns at which a skill's trigger shows (``replicalab.skill_use``), except the turn after a read the lab did
 not take, which is an ``AFTER_READ`` chance (send it again or take what comes); a Lab Manager's, the turns at
-which the lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  A
-trunk without a chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of
+which the lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting
+cannot.  A trunk without a chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of
 another trunk of its role in the step, seed, scenario and opponent with it: every group then contrasts a decision
 that a skill or a repair could take.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
