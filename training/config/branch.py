@@ -11,7 +11,7 @@ from training.config.loading import STRICT_NUMBERS_AS_STR
 #: What a GRPO group shares: the seed (whole episodes) or a replayed decision state (``training.rollout.branch``).
 GroupBy = Literal["episode", "turn"]
 #: The kinds of chance a group can branch at: the Scientist's skills (``replicalab.agents.skilled.SKILLS``), its
-#: turn after a read the lab did not take (``training.rollout.branch.AFTER_READ``) and the Lab Manager's repair
+#: turn after a read, whatever the lab answered (``training.rollout.branch.AFTER_READ``) and the Lab Manager's repair
 #: chance (``training.rollout.branch.REPAIR``).
 ChanceKind = Literal["read", "defend", "ask", "after_read", "repair"]
 

@@ -11,10 +11,10 @@ and their rewards differ only through the reply and what follows it.
 Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one (one
 drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (and with probability
 ``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
-the turns at which a skill's trigger shows (``replicalab.skill_use``), except the turn after a read the lab did
-not take, which is an ``AFTER_READ`` chance (send it again or take what comes); a Lab Manager's, the turns at
-which the lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting
-cannot.  A trunk without a chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of
+the turns at which a skill's trigger shows (``replicalab.skill_use``), except the turn after a read, which is an
+``AFTER_READ`` chance (take what comes or send the cross-check again); a Lab Manager's, the turns at which the
+lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  A
+trunk without a chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of
 another trunk of its role in the step, seed, scenario and opponent with it: every group then contrasts a decision
 that a skill or a repair could take.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Sequence
 
 from replicalab.lab_chances import repair_chances
+from replicalab.models import EpisodeLog
 from replicalab.skill_use import skill_chances
 from training.rollout.records import EpisodeJob, RolloutRecord
 
@@ -45,8 +46,8 @@ from training.rollout.records import EpisodeJob, RolloutRecord
 OTHER_TURN = "turn"
 #: ``EpisodeJob.branch`` of a Lab Manager group branched where the lab's check fails the plan.
 REPAIR = "repair"
-#: ``EpisodeJob.branch`` of a Scientist group branched at its turn after a read the lab did not take (the episode
-#: went on): read once, then take what comes, or send the cross-check again.
+#: ``EpisodeJob.branch`` of a Scientist group branched at its turn after a read, whatever the lab answered (it
+#: took the read, or moved the plan elsewhere): take what comes, or send the cross-check again.
 AFTER_READ = "after_read"
 #: The trunk collect's seed is the step's seed plus this (its turns never share a stream with the branches').
 TRUNK_SEED_OFFSET = 7_777_777
@@ -65,11 +66,10 @@ def role_turns(record: RolloutRecord, role: str) -> int:
     return sum(1 for turn in record.model_turns if turn.role == role)
 
 
-def scientist_chances(log: Any) -> dict[int, str]:
+def scientist_chances(log: EpisodeLog) -> dict[int, str]:
     """{own turn: kind} of a Scientist's chances in ``log``: each skill's (``replicalab.skill_use``), and
-    ``AFTER_READ`` at the turn after a read the lab did not take, whichever skill's trigger shows there too (the
-    lab that turns a read down mostly names an item it cannot use or cuts the plan: what comes after the read is
-    the decision)."""
+    ``AFTER_READ`` at the turn after a read, whichever skill's trigger shows there too (a lab that turns a read
+    down mostly names an item it cannot use or cuts the plan: what comes after the read is the decision)."""
     found = skill_chances(log)
     chances = {c.turn: c.skill for c in found}
     chances.update((c.turn + 1, AFTER_READ) for c in found if c.skill == "read" and c.used)
@@ -171,16 +171,13 @@ class BranchCollector:
     def branch_jobs(self, jobs: Sequence[EpisodeJob], trunks: Sequence[RolloutRecord],
                     sampling_seed: Optional[int]) -> list[EpisodeJob]:
         groups = groups_of(jobs)
-        hosts: dict[str, list[int]] = {}
-        if self.borrow_chances:
-            for k, trunk in enumerate(trunks):
-                if holds_chance(trunk, self.chance_weights):
-                    hosts.setdefault(trunk.job.role, []).append(k)
+        holders = [k for k, trunk in enumerate(trunks) if holds_chance(trunk, self.chance_weights)
+                   ] if self.borrow_chances else []
         out: list[EpisodeJob] = []
-        for group, trunk in zip(groups, trunks):
+        for k, (group, trunk) in enumerate(zip(groups, trunks)):
             rng = random.Random(f"{sampling_seed}:{group[0].group}")
-            lenders = hosts.get(trunk.job.role)
-            if lenders and not holds_chance(trunk, self.chance_weights):
+            lenders = [h for h in holders if trunks[h].job.role == trunk.job.role]
+            if lenders and k not in holders:
                 lender = rng.choice(lenders)
                 trunk = trunks[lender]
                 group = [replace(groups[lender][0], job_id=job.job_id, group=job.group) for job in group]

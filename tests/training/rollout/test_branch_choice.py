@@ -79,8 +79,8 @@ def test_chance_weights_draw_chances_in_proportion_and_a_zero_weight_is_no_branc
     assert choose_branch(replace(trunks[0], model_turns=()), 0.0, random.Random(0), {"read": 0.0}) == ("", 0)
 
 
-def test_the_turn_after_a_read_the_lab_did_not_take_is_a_chance_of_its_own() -> None:
-    """The Scientist's turn after its read, where the episode went on, is an ``after_read`` chance whichever
+def test_the_turn_after_a_read_is_a_chance_of_its_own() -> None:
+    """The Scientist's turn after its read, whatever the lab answered, is an ``after_read`` chance whichever
     skill's trigger shows there too: drawn like the others, weighed by its own weight, barred by a weight of 0."""
     trunks = [_record(s, SkilledScientist(["read"])) for s in range(30)]
     followed = [t for t in trunks if AFTER_READ in scientist_chances(t.log).values()]
