@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from replicalab import DIFFICULTIES, TEMPLATES, TRAIN_SEEDS
 from replicalab.scenarios import cells
+from replicalab.seats import ROLES
 from training.config.loading import STRICT_NUMBERS_AS_STR
+
+
+def smooth_round_robin(weights: Sequence[float], n: int) -> list[int]:
+    """``n`` picks of ``range(len(weights))``, each index's share proportional to its weight, evenly spread and
+    deterministic (ties to the lower index); equal weights give ``0, 1, ..., len - 1`` in turn."""
+    total = sum(weights)
+    credit = [0.0] * len(weights)
+    out = []
+    for _ in range(n):
+        credit = [c + w for c, w in zip(credit, weights)]
+        best = max(range(len(weights)), key=lambda k: (credit[k], -k))
+        credit[best] -= total
+        out.append(best)
+    return out
 
 
 class DataConfig(BaseModel):
@@ -32,15 +47,25 @@ class DataConfig(BaseModel):
             "smooth weighted round-robin: deterministic and evenly spread."),
     )
 
-    @field_validator("difficulty_weights")
+    role_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Relative share of GRPO groups per trained role when both seats train (an unlisted role weighs 1.0; "
+            "{} = the roles in turn). E.g. {scientist: 3} gives the Scientist 3 of every 4 groups; each role still "
+            "meets every cell in turn. A weight must be positive; single-seat runs ignore it."),
+    )
+
+    @field_validator("difficulty_weights", "role_weights")
     @classmethod
-    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = [k for k in v if k not in DIFFICULTIES]
+    def _weights(cls, v: dict[str, float], info: Any) -> dict[str, float]:
+        valid = DIFFICULTIES if info.field_name == "difficulty_weights" else ROLES
+        unknown = [k for k in v if k not in valid]
         if unknown:
-            raise ValueError(f"difficulty_weights names unknown difficulties {unknown}; valid: {', '.join(DIFFICULTIES)}")
-        negative = {k: w for k, w in v.items() if not w >= 0}
-        if negative:
-            raise ValueError(f"difficulty_weights must be non-negative, got {negative}")
+            raise ValueError(f"{info.field_name} names unknown keys {unknown}; valid: {', '.join(valid)}")
+        floor = {k: w for k, w in v.items() if not (w >= 0 if info.field_name == "difficulty_weights" else w > 0)}
+        if floor:
+            kind = "non-negative" if info.field_name == "difficulty_weights" else "positive"
+            raise ValueError(f"{info.field_name} must be {kind}, got {floor}")
         return v
 
     @model_validator(mode="after")
@@ -54,18 +79,12 @@ class DataConfig(BaseModel):
         ``difficulty_weights``, a smooth weighted round-robin (each cell's share proportional to its
         difficulty's weight, ties broken in ``cells`` order)."""
         cells_ = self.cells
-        if not self.difficulty_weights:
-            return [cells_[i % len(cells_)] for i in range(n)]
-        weights = [self.difficulty_weights.get(d, 1.0) for _, d in cells_]
-        total = sum(weights)
-        credit = [0.0] * len(cells_)
-        out = []
-        for _ in range(n):
-            credit = [c + w for c, w in zip(credit, weights)]
-            best = max(range(len(cells_)), key=lambda k: (credit[k], -k))
-            credit[best] -= total
-            out.append(cells_[best])
-        return out
+        return [cells_[k] for k in smooth_round_robin([self.difficulty_weights.get(d, 1.0) for _, d in cells_], n)]
+
+    def role_schedule(self, roles: Sequence[str], n: int) -> list[str]:
+        """The trained role of each of ``n`` consecutive groups: ``roles`` in turn, or, with ``role_weights``, a
+        smooth weighted round-robin (ties broken in ``roles`` order)."""
+        return [roles[k] for k in smooth_round_robin([self.role_weights.get(r, 1.0) for r in roles], n)]
 
     @field_validator("templates", "difficulties")
     @classmethod

@@ -32,9 +32,9 @@ def train_rows(data: DataConfig, roles: Sequence[str], seed: int, n: int) -> lis
     ``grpo.max_steps``, so ``train_rows(..., m)[:n] == train_rows(..., n)`` and a run resumed with a larger
     ``max_steps`` continues the same data order.  Seeds are distinct (an affine permutation of
     ``TRAIN_SEEDS`` after ``data.seed_offset``, keyed by ``seed``: the run's ``TrainConfig.seed``) and come only
-    from ``TRAIN_SEEDS``; roles cycle over ``roles`` (the trained roles) and, for each full cycle of roles, the
-    (template, difficulty) cell advances along ``data.cell_schedule`` (every cell in turn unless
-    ``data.difficulty_weights`` oversamples some difficulties).
+    from ``TRAIN_SEEDS``; roles follow ``data.role_schedule`` over ``roles`` (the trained roles, in turn unless
+    ``data.role_weights`` gives one more groups), and each role's groups advance along ``data.cell_schedule``
+    (every cell in turn unless ``data.difficulty_weights`` oversamples some difficulties).
     """
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
@@ -42,11 +42,14 @@ def train_rows(data: DataConfig, roles: Sequence[str], seed: int, n: int) -> lis
     if n > room:
         raise ValueError(f"{n} rows need {n} distinct training seeds; seed_offset leaves {room}")
     a, b = _seed_stream(seed, room) if n else (1, 0)
-    schedule = data.cell_schedule(-(-n // len(roles)))
+    role_of = data.role_schedule(roles, n) if len(roles) > 1 else list(roles) * n
+    schedule = data.cell_schedule(max((role_of.count(r) for r in roles), default=0))
+    met = dict.fromkeys(roles, 0)
     rows = []
-    for i in range(n):
+    for i, role in enumerate(role_of):
         pick = (a * i + b) % room
-        template, difficulty = schedule[i // len(roles)]
+        template, difficulty = schedule[met[role]]
+        met[role] += 1
         scenario = check_train_seed(TRAIN_SEEDS[data.seed_offset + pick])
-        rows.append({"seed": scenario, "role": roles[i % len(roles)], "template": template, "difficulty": difficulty})
+        rows.append({"seed": scenario, "role": role, "template": template, "difficulty": difficulty})
     return rows

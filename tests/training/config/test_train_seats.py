@@ -66,6 +66,26 @@ def test_train_rows_cycle_roles_and_cells() -> None:
     assert {r["role"] for r in data_stream(load_train_config(None))(10)} == {"scientist"}
 
 
+def test_role_weights_give_a_seat_more_groups_and_each_role_every_cell() -> None:
+    over = ["seats.lab_manager=policy", "data.difficulties=[easy, hard]"]
+    even = data_stream(load_train_config(None, over))(60)
+    weighted = data_stream(load_train_config(None, [*over, "data.role_weights={scientist: 3}"]))(60)
+    assert [r["role"] for r in weighted[:8]] == ["scientist", "scientist", "lab_manager", "scientist"] * 2
+    assert [r["seed"] for r in weighted] == [r["seed"] for r in even]  # the seed stream does not move
+    cells = [(t, d) for t in TEMPLATES for d in ("easy", "hard")]
+    for role, count in (("scientist", 45), ("lab_manager", 15)):
+        mine = [(r["template"], r["difficulty"]) for r in weighted if r["role"] == role]
+        assert len(mine) == count and mine == (cells * 8)[:count]
+    stream = data_stream(load_train_config(None, [*over, "data.role_weights={lab_manager: 0.5}"]))
+    assert stream(30) == stream(90)[:30]  # a prefix of any longer run
+    assert sum(r["role"] == "lab_manager" for r in stream(90)) == 30
+    alone = load_train_config(None, ["data.role_weights={scientist: 3}"])  # one trained seat: nothing to weigh
+    assert data_stream(alone)(12) == data_stream(load_train_config(None))(12)
+    for bad, match in (("{judge: 1}", "role_weights names unknown keys"), ("{scientist: 0}", "must be positive")):
+        with pytest.raises(ValueError, match=match):
+            load_train_config(None, [*over, f"data.role_weights={bad}"])
+
+
 def test_seed_offset_must_leave_room_in_train_seeds() -> None:
     n = len(TRAIN_SEEDS)
     with pytest.raises(ValueError, match="seed_offset"):
