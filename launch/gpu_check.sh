@@ -3,7 +3,7 @@
 # (configs/model/gpu.yaml) and check it in both seats on held-out seeds, train it with GRPO
 # (configs/train/gpu-embedded.yaml), then evaluate the trained model against its warm start and the
 # scripted Scientists (configs/eval/gpu-embedded.yaml).  Logs and reports are copied to LOG_DIR.
-#   bash launch/gpu_check.sh [build|train|engines|figures|all] [LOG_DIR] [TRAIN KEY=VALUE ...]
+#   bash launch/gpu_check.sh [build|train|engines|figures|selfplay|all] [LOG_DIR] [TRAIN KEY=VALUE ...]
 # engines: sets up the vLLM environment (launch/setup_vllm.sh) if missing, compares the rollout engines on
 # the built model (replicalab bench engines: tokens/s, episodes/s, log-prob mismatch) and trains with
 # rollout.engine=vllm.
@@ -16,6 +16,8 @@
 # with the card's name, then a table of every step's status and seconds (whole logs: LOG_DIR/figures-N.log); the
 # stage fails when a step fails.  A step runs at most STEP_TIMEOUT_S seconds (default 900).  It installs nothing:
 # on a node without network, set up first from a wheelhouse (WHEELHOUSE=DIR bash launch/setup.sh).
+# selfplay: a short self-play run of both seats on CUDA in-process (configs/train/selfplay.yaml on the embedded default,
+# every reply under its role's grammar, both seats bound, branch groups that borrow a chance, 3 Scientist groups of 4).
 # BUILD_ARGS adds build-default-model overrides (e.g. BUILD_ARGS="sft.lm_steps=500").
 # Dry run: REPLICALAB_DRY_RUN=1 prints the commands of the chosen stages (the CUDA check, builds, training,
 # evaluation, benches, copies into LOG_DIR) instead of running them; nothing is written (launch/dry_run.sh).
@@ -59,6 +61,13 @@ if [[ "$STAGE" == engines || "$STAGE" == all ]]; then
   logged train_vllm.log "${RL[@]}" train --config configs/train/gpu-embedded.yaml "${WANDB_ARGS[@]}" \
     rollout.engine=vllm run_name=gpu-embedded-vllm "$@"
   run cp runs/gpu-embedded-vllm/metrics.jsonl "$LOGS/metrics_vllm.jsonl"
+fi
+if [[ "$STAGE" == selfplay || "$STAGE" == all ]]; then
+  logged selfplay.log "${RL[@]}" train --config configs/train/selfplay.yaml device=cuda rollout.backend=inprocess \
+    "${WANDB_ARGS[@]}" "rollout.sampling.bound_roles=[lab_manager,scientist]" grpo.branch.without_chance=borrow \
+    grpo.branch.other_share=0 "data.role_weights={scientist: 3}" grpo.max_steps=4 validation.every_steps=4 \
+    validation.episodes=9 run_name=gpu-selfplay "$@"
+  run cp runs/gpu-selfplay/metrics.jsonl "$LOGS/metrics_selfplay.jsonl"
 fi
 if [[ "$STAGE" == figures || "$STAGE" == all ]]; then
   # no setup here (a node without network runs this stage): vLLM joins the engines bench when its environment exists

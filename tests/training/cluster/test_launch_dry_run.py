@@ -144,14 +144,15 @@ def test_gpu_check_train_stage_passes_the_arguments_through(tmp_path: Path) -> N
 
 def test_gpu_check_all_stages_in_order(tmp_path: Path) -> None:
     """Every stage once, in order: build (with BUILD_ARGS), train and evaluate, the engines and a vLLM training
-    run (after setting up .venv-vllm where it is missing: the engines stage only), then the figures' steps; each
-    stage's results copied."""
+    run (after setting up .venv-vllm where it is missing: the engines stage only), a short self-play run on the
+    card, then the figures' steps; each stage's results copied."""
     logs = tmp_path / "logs"
     commands = dry_run("gpu_check.sh", "all", str(logs), "grpo.max_steps=3", PYTHON=sys.executable,
                        BUILD_ARGS="sft.lm_steps=5 n_train_seeds=2")
     cli = [c[c.index("training.cli") + 1:] for c in commands if "training.cli" in c]
     assert [c[:2] for c in cli] == [["build-default-model", "--out"], ["train", "--config"], ["eval", "--config"],
-                                    ["bench", "engines"], ["train", "--config"], ["bench", "generate"],
+                                    ["bench", "engines"], ["train", "--config"], ["train", "--config"],
+                                    ["bench", "generate"],
                                     ["bench", "train"], ["bench", "sync"], ["bench", "engines"], ["bench", "train"]]
     generate = [c for c in cli if c[:2] == ["bench", "generate"]][0]
     assert generate[generate.index("--batch") + 1] == "128"
@@ -162,11 +163,14 @@ def test_gpu_check_all_stages_in_order(tmp_path: Path) -> None:
     trains = [c for c in cli if c[0] == "train"]
     assert all(c[-1] == "grpo.max_steps=3" for c in trains)
     assert trains[1][-3:-1] == ["rollout.engine=vllm", "run_name=gpu-embedded-vllm"]
+    assert trains[2][2:5] == ["configs/train/selfplay.yaml", "device=cuda", "rollout.backend=inprocess"]
+    assert "data.role_weights={scientist: 3}" in trains[2]
     assert [c for c in commands if c[0] == "cp"] == [
         ["cp", "artifacts/gpu-model/build_info.json", f"{logs}/"],
         ["cp", "runs/gpu-embedded-scientist/metrics.jsonl", f"{logs}/"],
         ["cp", "runs/eval-gpu-embedded/report.md", f"{logs}/"],
-        ["cp", "runs/gpu-embedded-vllm/metrics.jsonl", f"{logs}/metrics_vllm.jsonl"]]
+        ["cp", "runs/gpu-embedded-vllm/metrics.jsonl", f"{logs}/metrics_vllm.jsonl"],
+        ["cp", "runs/gpu-selfplay/metrics.jsonl", f"{logs}/metrics_selfplay.jsonl"]]
     missing = not (REPO / ".venv-vllm" / "bin" / "python").exists()
     assert [c for c in commands if c[0] == "bash"] == [["bash", "launch/setup_vllm.sh"]] * (1 if missing else 0)
     engines = [c for c in cli if c[:2] == ["bench", "engines"]][-1]  # the figures' bench: vLLM only where it is set up
