@@ -9,9 +9,10 @@ holds no contrast and is counted apart).  For each kind of branch turn (a skill'
 lab's ``repair`` chance, or ``other``) and each move (the reply's action type, marked when it used the chance's
 skill or, for a Lab Manager's suggestion, when it repairs: ``training.bench.repairs``; ``invalid`` for a reply the
 env refused), the script prints how often the move was sampled there in the first and the last
-``--window`` steps, its mean in-group advantage (its episode's reward minus the group's mean) and the sum of its
-advantages as GRPO's group scaling weighs them (divided by the group's reward std): what the run's gradient
-pushed, move by move.
+``--window`` steps, its mean in-group advantage (its episode's reward minus the group's mean), the sum of those
+advantages (what the gradient pushes, move by move, with ``grpo.scale_rewards: none``) and their sum as GRPO's
+group scaling weighs them (divided by the group's reward std: ``scale_rewards: group``, where a group whose
+replies differ by a little counts as much as one whose replies differ by a lot).
 """
 
 from __future__ import annotations
@@ -109,11 +110,11 @@ def table(rows: list[tuple], window: int) -> list[str]:
         totals[(kind, "early")] += early
         totals[(kind, "late")] += late
     lines = [f"| branch turn | move | share, first {window} steps | share, last {window} steps | replies | "
-             "mean in-group advantage | summed scaled advantage |", "|---|---|---|---|---|---|---|"]
+             "mean in-group advantage | summed advantage | summed scaled advantage |", "|---|---|---|---|---|---|---|---|"]
     for (kind, move), (early, late, n, adv, scaled) in sorted(stats.items()):
         share = lambda k, x: f"{x / totals[(kind, k)]:.2f}" if totals[(kind, k)] else "-"  # noqa: E731
         lines.append(f"| {kind} | {move} | {share('early', early)} | {share('late', late)} | {n} | {adv / n:+.2f} | "
-                     f"{scaled:+.1f} |")
+                     f"{adv:+.1f} | {scaled:+.1f} |")
     return lines
 
 
