@@ -12,7 +12,9 @@ from training.config.loading import STRICT_NUMBERS_AS_STR
 #: Loss types TRL 1.16's GRPOConfig accepts (trl/trainer/grpo_config.py, grpo_trainer.py).
 LOSS_TYPES = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 #: Reward scaling TRL 1.16 accepts (``True`` means "group", ``False`` means "none", as in TRL).
-SCALE_REWARDS = Literal["group", "batch", "none"]
+SCALE_REWARDS = Literal["group", "batch", "role", "none"]
+#: ``scale_rewards`` value scaled by this project's learner (``training.trainer.grpo_maths.role_scaled``), not TRL's.
+ROLE_SCALE = "role"
 LR_SCHEDULERS = Literal["linear", "cosine", "constant", "constant_with_warmup"]
 
 
@@ -52,8 +54,9 @@ class GRPOParams(BaseModel):
         "Optimisation passes over each step's rollouts (GRPO's mu); above 1 the ratio departs from 1 and "
         "clipping acts."))
     scale_rewards: SCALE_REWARDS = Field(default="group", description=(
-        "Divide advantages by the reward std of the group, of the whole batch, or not at all (none); "
-        "true/false mean group/none."))
+        "Divide advantages by the reward std of the group, of the whole batch, by the root mean square of the "
+        "step's advantages of their role (role: a group's weight stays proportional to how much its replies "
+        "differ, and each seat's advantages have unit scale), or not at all (none); true/false mean group/none."))
     importance_sampling_level: Literal["token", "sequence"] = Field(default="token", description=(
         "Importance ratio per token, or one per sequence (GSPO; TRL expects it with loss_type=luspo)."))
     max_grad_norm: float = Field(default=1.0, gt=0.0, description="Gradient clipping: maximum global L2 norm.")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from training.cluster.resources import ClusterResources
+from training.config.grpo import ROLE_SCALE
 from training.config.train import TrainConfig
 from training.rollout.contract import Backend, RolloutSpec
 from training.trainer.data import train_rows
@@ -143,4 +144,5 @@ def make_trainer(cfg: TrainConfig, model_dir: Path, backend: Optional[Backend], 
                          if cfg.grpo.advantage == "role_baseline" else None,
                          extra_callbacks=[SavePoolCallback(pool)] if pool is not None else [],
                          chat_template=chat_template, rescore_batch_size=cfg.grpo.rescore_batch_size,
-                         constrained=cfg.rollout.sampling.constrained)
+                         constrained=cfg.rollout.sampling.constrained,
+                         scale_by_role=cfg.grpo.scale_rewards == ROLE_SCALE)

@@ -29,7 +29,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from training.config.checkpoint import CheckpointConfig
-from training.config.grpo import GRPOParams
+from training.config.grpo import ROLE_SCALE, GRPOParams
 from training.config.lora import LoraConfig
 from training.model.trainer_args import common_trainer_args
 from training.tracking import RunLogger
@@ -78,7 +78,7 @@ def grpo_config(grpo: GRPOParams, *, output_dir: Path, batch_per_process: int, t
         epsilon=g.epsilon,
         epsilon_high=g.epsilon_high,
         num_iterations=g.num_iterations,
-        scale_rewards=g.scale_rewards,
+        scale_rewards="none" if g.scale_rewards == ROLE_SCALE else g.scale_rewards,  # role: ours, after TRL's
         importance_sampling_level=g.importance_sampling_level,
         max_completion_length=g.max_completion_length,
         save_strategy="steps",
@@ -95,11 +95,13 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
                   validation: TrainerCallback, logger: RunLogger, lora: LoraConfig,
                   rollout_correction_clip: Optional[float], role_baseline: Optional[RoleBaseline] = None,
                   extra_callbacks: Sequence[TrainerCallback] = (), chat_template: str | None = None,
-                  rescore_batch_size: Optional[int] = None, constrained: bool = False) -> ReplicaLabGRPOTrainer:
+                  rescore_batch_size: Optional[int] = None, constrained: bool = False,
+                  scale_by_role: bool = False) -> ReplicaLabGRPOTrainer:
     """The GRPO trainer of a run (``training.trainer.build.make_trainer`` assembles its parts from the config).
     With several learner processes every process builds one; the rollouts, validation and logger of the
     processes other than the main one hold no backend and a ``NullRunLogger``.  ``constrained``
-    (``rollout.sampling.constrained``): the trainer scores under the action grammars the rollouts decoded with."""
+    (``rollout.sampling.constrained``): the trainer scores under the action grammars the rollouts decoded with;
+    ``scale_by_role`` (``grpo.scale_rewards: role``): it scales the advantages per role."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -121,6 +123,7 @@ def build_trainer(model_dir: Path, *, args: GRPOConfig, rows: Sequence[dict], ro
         role_baseline=role_baseline,
         max_staleness=rollouts.max_staleness,
         rescore_batch_size=rescore_batch_size,
+        scale_by_role=scale_by_role,
     )
     validation.trainer = trainer  # the validation check gathers the weights it plays with from the trainer
     if constrained:

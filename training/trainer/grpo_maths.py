@@ -3,8 +3,9 @@
 No trainer, no state: ``ReplicaLabGRPOTrainer`` (``training.trainer.grpo_trainer``) and ``RoleBaseline``
 (``training.trainer.advantages``) call these (as verl keeps ``core_algos`` apart from its trainer).
 
-- Per-role credit: ``role_advantages`` (each reward minus its role's running baseline) and ``process_share``
-  (one learner process's slice of the step's values).
+- Per-role credit: ``role_advantages`` (each reward minus its role's running baseline), ``role_scaled`` (each
+  advantage over the root mean square of its role's) and ``process_share`` (one learner process's slice of the
+  step's values).
 - Rollout-vs-trainer mismatch: ``mismatch_sums`` per role on one process, ``mismatch_metrics`` over every
   process (means per model token).
 - Rollout correction: ``rollout_correction`` (per-token truncated importance weights), ``corrected_advantages``
@@ -44,6 +45,19 @@ def role_advantages(rewards: Sequence[float], roles: Sequence[str], means: dict[
     for role, mean in batch.items():
         after[role] = decay * base[role] + (1.0 - decay) * mean
     return advantages, after
+
+
+def role_scaled(advantages: Sequence[float], roles: Sequence[str]) -> list[float]:
+    """Each advantage divided by the root mean square of its role's advantages in the batch (a role whose
+    advantages are all zero keeps them): each seat's advantages get unit scale while a group whose replies differ
+    by a little weighs less than one whose replies differ by a lot."""
+    if len(advantages) != len(roles):
+        raise ValueError(f"{len(advantages)} advantages for {len(roles)} roles")
+    squares: dict[str, list[float]] = defaultdict(list)
+    for advantage, role in zip(advantages, roles):
+        squares[role].append(float(advantage) ** 2)
+    rms = {role: (sum(values) / len(values)) ** 0.5 for role, values in squares.items()}
+    return [float(a) / rms[role] if rms[role] > 0 else 0.0 for a, role in zip(advantages, roles)]
 
 
 def process_share(values: Sequence[T], process_index: int, share: int) -> list[T]:

@@ -32,7 +32,8 @@ from training.rollout.grammar import ActionGrammar
 from training.trainer.advantages import RoleBaseline
 from training.trainer.distributed import gather_to_main
 from training.trainer.grpo_maths import (correction_metrics, correction_sums, corrected_advantages,
-                                         mismatch_metrics, mismatch_sums, process_share, rollout_correction)
+                                         mismatch_metrics, mismatch_sums, process_share, role_scaled,
+                                         rollout_correction)
 from training.trainer.rollouts import REWARD_KEY
 
 #: The column of a generation batch that holds each row's grammar key (an index into
@@ -82,12 +83,13 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     advantage); ``max_staleness`` (``rollout.max_staleness``: the batches may come from older weights, so no
     mismatch warning); ``rescore_batch_size`` (sequences per forward pass when re-scoring without gradients,
     ``grpo.rescore_batch_size``; None: TRL's per-process micro-batch); ``grammar`` (``rollout.sampling.constrained``:
-    the action grammars the rollouts decoded under; None: unconstrained)."""
+    the action grammars the rollouts decoded under; None: unconstrained); ``scale_by_role`` (``grpo.scale_rewards:
+    role``: each advantage over the root mean square of its role's in the step)."""
 
     def __init__(self, *args: Any, metric_sink: Optional[Callable[[int, dict], None]] = None,
                  rollout_correction_clip: Optional[float] = None, role_baseline: Optional[RoleBaseline] = None,
                  max_staleness: int = 0, rescore_batch_size: Optional[int] = None,
-                 grammar: Optional[ActionGrammar] = None, **kwargs: Any):
+                 grammar: Optional[ActionGrammar] = None, scale_by_role: bool = False, **kwargs: Any):
         self.metric_sink = metric_sink
         self.grammar = grammar
         #: While a constrained batch is scored: where its rows' grammar keys and environment masks are.
@@ -97,6 +99,7 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
         self._grammar_batches: list[list[int]] = []
         self.rollout_correction_clip = rollout_correction_clip
         self.role_baseline = role_baseline
+        self.scale_by_role = scale_by_role
         self.max_staleness = max_staleness
         self.rescore_batch_size = rescore_batch_size
         super().__init__(*args, **kwargs)
@@ -179,6 +182,8 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.role_baseline is not None:
             output["advantages"] = self._role_advantages(inputs).to(output["advantages"])
+        if self.scale_by_role:
+            output["advantages"] = self._role_scaled(output["advantages"], inputs)
         rollout = output.get("sampling_per_token_logps")
         if rollout is None:
             return output
@@ -214,6 +219,17 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
             logps, _, _ = self._get_per_token_logps_and_entropies(
                 self.model, ids, attention, output["completion_ids"].size(1))
         return logps
+
+    def _role_scaled(self, advantages: torch.Tensor, inputs) -> torch.Tensor:
+        """This process's share of the step's advantages, each over the root mean square of its role's in the
+        whole step (every process gathers the step's advantages and roles, in process order)."""
+        from accelerate.utils import gather_object
+
+        local = [(float(a), row["role"]) for a, row in zip(advantages.tolist(), inputs)]
+        everyone = gather_object(local) if self.accelerator.num_processes > 1 else local
+        scaled = role_scaled([a for a, _ in everyone], [role for _, role in everyone])
+        share = process_share(scaled, self.accelerator.process_index, len(local))
+        return torch.tensor(share, dtype=advantages.dtype, device=advantages.device)
 
     def _role_advantages(self, inputs) -> torch.Tensor:
         """This process's share of the step's advantages under the role baseline: every process gathers the

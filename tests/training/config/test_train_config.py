@@ -282,6 +282,9 @@ def test_trl_config_scores_at_the_rollout_temperature_without_checkpointing(tmp_
     assert args.per_device_train_batch_size == 8
     on = grpo_args(load_train_config(None, ["grpo.gradient_checkpointing=true", f"output_dir={tmp_path}"]), device="cpu")
     assert on.gradient_checkpointing is True
+    for ours, trl in (("group", "group"), ("batch", "batch"), ("none", "none"), ("role", "none")):  # role: scaled after TRL
+        cfg = load_train_config(None, [f"grpo.scale_rewards={ours}", f"output_dir={tmp_path}"])
+        assert grpo_args(cfg, device="cpu").scale_rewards == trl
 
 
 @pytest.mark.parametrize("weights", [{"hard": 3.0}, {"easy": 0.0, "hard": 2.0}, {"medium": 0.5}])

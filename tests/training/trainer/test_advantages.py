@@ -48,3 +48,21 @@ def test_each_process_gets_its_share_of_the_role_advantages():
     assert advantages == [1.0, -1.0, -1.0, 1.0]
     assert process_share(advantages, 0, 4) == advantages  # one process: the whole step
     assert [process_share(advantages, i, 2) for i in range(2)] == [[1.0, -1.0], [-1.0, 1.0]]  # two processes
+
+
+def test_the_trainer_scales_its_batch_advantages_per_role():
+    """``grpo.scale_rewards: role``: the trainer divides the batch's advantages (TRL's, group mean removed) by the
+    root mean square of each role's, on one process with a real Accelerator."""
+    import torch
+    from accelerate import Accelerator
+
+    from training.trainer.grpo_trainer import ReplicaLabGRPOTrainer
+
+    trainer = ReplicaLabGRPOTrainer.__new__(ReplicaLabGRPOTrainer)  # only the scaling: no model, no TRL state
+    trainer.accelerator = Accelerator(cpu=True)
+    rows = [{"role": "scientist"}] * 4 + [{"role": "lab_manager"}] * 2
+    out = trainer._role_scaled(torch.tensor([0.1, -0.1, 3.0, -3.0, 0.5, -0.5], dtype=torch.float64), rows)
+    assert out.dtype == torch.float64 and out.shape == (6,)
+    rms = (18.02 / 4) ** 0.5  # the Scientist's: sqrt((0.01 + 0.01 + 9 + 9) / 4)
+    expected = torch.tensor([0.1 / rms, -0.1 / rms, 3.0 / rms, -3.0 / rms, 1.0, -1.0], dtype=torch.float64)
+    assert torch.allclose(out, expected)

@@ -9,7 +9,7 @@ import torch
 
 from training.trainer.grpo_maths import (correction_metrics, correction_sums, corrected_advantages,
                                          mismatch_metrics, mismatch_sums, process_share, role_advantages,
-                                         rollout_correction)
+                                         role_scaled, rollout_correction)
 
 #: Two sequences of two tokens; the second sequence's last token is the environment's (mask 0).
 TRAINER = torch.tensor([[-1.0, -2.0], [-1.0, -1.0]])
@@ -32,6 +32,22 @@ def test_role_advantages_measure_each_role_against_its_own_baseline_and_move_it(
     assert only_one == {"lab_manager": 3.0, "scientist": 1.0}  # a role absent from the batch keeps its baseline
     with pytest.raises(ValueError, match="rewards for"):
         role_advantages([1.0], roles, {}, decay=0.5)
+
+
+def test_role_scaling_gives_each_seat_unit_scale_and_keeps_each_groups_weight():
+    # two Scientist groups (one whose replies differ by 0.1, one by 3.0) and a Lab Manager group on a smaller scale
+    advantages = [0.1, -0.1, 3.0, -3.0, 0.5, -0.5]
+    roles = ["scientist"] * 4 + ["lab_manager"] * 2
+    scaled = role_scaled(advantages, roles)
+    for role in ("scientist", "lab_manager"):
+        mine = [a for a, r in zip(scaled, roles) if r == role]
+        assert math.isclose(sum(a * a for a in mine) / len(mine), 1.0)  # unit root mean square per role
+    assert math.isclose(scaled[2] / scaled[0], 30.0)  # the near-flat group stays 30 times lighter (group std: 1)
+    assert [a > 0 for a in scaled] == [a > 0 for a in advantages]  # signs kept
+    assert role_scaled([0.0, 0.0, 2.0, -2.0], ["lab_manager"] * 2 + ["scientist"] * 2) == [0.0, 0.0, 1.0, -1.0]
+    assert advantages == [0.1, -0.1, 3.0, -3.0, 0.5, -0.5]  # pure
+    with pytest.raises(ValueError, match="advantages for"):
+        role_scaled([1.0], roles)
 
 
 def test_each_process_takes_its_own_share_in_process_order():
