@@ -11,7 +11,7 @@ from training.config.loading import STRICT_NUMBERS_AS_STR
 
 #: Loss types TRL 1.16's GRPOConfig accepts (trl/trainer/grpo_config.py, grpo_trainer.py).
 LOSS_TYPES = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
-#: Reward scaling TRL 1.16 accepts (``True`` means "group", ``False`` means "none", as in TRL).
+#: Reward scaling: TRL 1.16's three (``True`` means "group", ``False`` means "none", as in TRL) and ``role``.
 SCALE_REWARDS = Literal["group", "batch", "role", "none"]
 #: ``scale_rewards`` value scaled by this project's learner (``training.trainer.grpo_maths.role_scaled``), not TRL's.
 ROLE_SCALE = "role"
