@@ -272,3 +272,24 @@ def test_constrained_selfplay_trains_on_policy(tmp_path, group_by):
     assert max(mismatch.values()) < 1e-4, mismatch
     before, after = _weights(model), _weights(cfg.run_dir / "final")
     assert any(not torch.equal(before[k], after[k]) for k in after)
+
+
+def test_selfplay_with_role_weights_and_role_scaling_trains(policy_coin_model_dir, tmp_path):
+    """``data.role_weights`` and ``grpo.scale_rewards=role`` through the real trainer in self-play: each step plays 3
+    Scientist groups and 1 Lab Manager group, and the advantages scaled per role move the weights."""
+    import torch
+
+    from training.config.train import load_train_config
+    from training.trainer.run import run_train
+
+    cfg = load_train_config("configs/train/selfplay.yaml", [
+        *LEARN, "grpo.max_steps=2", "grpo.groups_per_step=4", "grpo.scale_rewards=role",
+        "data.role_weights={scientist: 3}", f"model={policy_coin_model_dir}", f"output_dir={tmp_path}"])
+    run_train(cfg)
+    rows = [json.loads(line) for line in (cfg.run_dir / "episodes.jsonl").read_text().splitlines()]
+    g = cfg.grpo.num_generations
+    for step in (0, 1):
+        roles = [r["role"] for r in rows if r["step"] == step]
+        assert roles.count("scientist") == 3 * g and roles.count("lab_manager") == g, (step, roles)
+    before, after = _weights(policy_coin_model_dir), _weights(cfg.run_dir / "final")
+    assert any(not torch.equal(before[k], after[k]) for k in after)
