@@ -12,6 +12,11 @@ from replicalab.seats import ROLES
 from training.config.loading import STRICT_NUMBERS_AS_STR
 
 
+#: Each weights field of ``DataConfig``: the keys it may name, and whether a weight may be 0.
+_WEIGHT_KEYS: dict[str, tuple[tuple[str, ...], bool]] = {"difficulty_weights": (DIFFICULTIES, True),
+                                                         "role_weights": (ROLES, False)}
+
+
 def smooth_round_robin(weights: Sequence[float], n: int) -> list[int]:
     """``n`` picks of ``range(len(weights))``, each index's share proportional to its weight, evenly spread and
     deterministic (ties to the lower index); equal weights give ``0, 1, ..., len - 1`` in turn."""
@@ -58,14 +63,13 @@ class DataConfig(BaseModel):
     @field_validator("difficulty_weights", "role_weights")
     @classmethod
     def _weights(cls, v: dict[str, float], info: Any) -> dict[str, float]:
-        valid = DIFFICULTIES if info.field_name == "difficulty_weights" else ROLES
+        valid, zero_ok = _WEIGHT_KEYS[info.field_name]
         unknown = [k for k in v if k not in valid]
         if unknown:
             raise ValueError(f"{info.field_name} names unknown keys {unknown}; valid: {', '.join(valid)}")
-        floor = {k: w for k, w in v.items() if not (w >= 0 if info.field_name == "difficulty_weights" else w > 0)}
-        if floor:
-            kind = "non-negative" if info.field_name == "difficulty_weights" else "positive"
-            raise ValueError(f"{info.field_name} must be {kind}, got {floor}")
+        bad = {k: w for k, w in v.items() if not (w >= 0 if zero_ok else w > 0)}
+        if bad:
+            raise ValueError(f"{info.field_name} must be {'non-negative' if zero_ok else 'positive'}, got {bad}")
         return v
 
     @model_validator(mode="after")

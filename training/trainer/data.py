@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from typing import Any, Sequence
 
 from replicalab.seeds import TRAIN_SEEDS, check_train_seed
@@ -42,8 +43,8 @@ def train_rows(data: DataConfig, roles: Sequence[str], seed: int, n: int) -> lis
     if n > room:
         raise ValueError(f"{n} rows need {n} distinct training seeds; seed_offset leaves {room}")
     a, b = _seed_stream(seed, room) if n else (1, 0)
-    role_of = data.role_schedule(roles, n) if len(roles) > 1 else list(roles) * n
-    schedule = data.cell_schedule(max((role_of.count(r) for r in roles), default=0))
+    role_of = data.role_schedule(roles, n)
+    schedule = data.cell_schedule(max(Counter(role_of).values(), default=0))
     met = dict.fromkeys(roles, 0)
     rows = []
     for i, role in enumerate(role_of):

@@ -181,7 +181,9 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
     def _score_generation(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self.role_baseline is not None:
-            output["advantages"] = self._role_advantages(inputs).to(output["advantages"])
+            rewards = [float(row[REWARD_KEY]) for row in inputs]
+            output["advantages"] = self._across_the_step(self.role_baseline.advantages, rewards, inputs) \
+                .to(output["advantages"])
         if self.scale_by_role:
             output["advantages"] = self._role_scaled(output["advantages"], inputs)
         rollout = output.get("sampling_per_token_logps")
@@ -222,22 +224,18 @@ class ReplicaLabGRPOTrainer(GRPOTrainer):
 
     def _role_scaled(self, advantages: torch.Tensor, inputs) -> torch.Tensor:
         """This process's share of the step's advantages, each over the root mean square of its role's in the
-        whole step (every process gathers the step's advantages and roles, in process order)."""
+        whole step."""
+        scaled = self._across_the_step(role_scaled, advantages.tolist(), inputs)
+        return scaled.to(dtype=advantages.dtype, device=advantages.device)
+
+    def _across_the_step(self, per_role: Callable[[list[float], list[str]], list[float]], values: list[float],
+                         inputs) -> torch.Tensor:
+        """This process's share of ``per_role(values, roles)`` over the whole step: every process gathers the
+        step's values and roles (in process order), so a step-wide quantity (the role baselines, which every
+        process updates alike; a role's root mean square) is the same on each."""
         from accelerate.utils import gather_object
 
-        local = [(float(a), row["role"]) for a, row in zip(advantages.tolist(), inputs)]
+        local = [(float(v), row["role"]) for v, row in zip(values, inputs)]
         everyone = gather_object(local) if self.accelerator.num_processes > 1 else local
-        scaled = role_scaled([a for a, _ in everyone], [role for _, role in everyone])
-        share = process_share(scaled, self.accelerator.process_index, len(local))
-        return torch.tensor(share, dtype=advantages.dtype, device=advantages.device)
-
-    def _role_advantages(self, inputs) -> torch.Tensor:
-        """This process's share of the step's advantages under the role baseline: every process gathers the
-        whole step's rewards and roles (in process order) and updates the same baselines."""
-        from accelerate.utils import gather_object
-
-        local = [(float(row[REWARD_KEY]), row["role"]) for row in inputs]
-        everyone = gather_object(local) if self.accelerator.num_processes > 1 else local
-        advantages = self.role_baseline.advantages([r for r, _ in everyone], [role for _, role in everyone])
-        share = process_share(advantages, self.accelerator.process_index, len(local))
-        return torch.tensor(share, dtype=torch.float32)
+        out = per_role([v for v, _ in everyone], [role for _, role in everyone])
+        return torch.tensor(process_share(out, self.accelerator.process_index, len(local)), dtype=torch.float64)
