@@ -51,6 +51,10 @@ class EvalConfig(BaseModel):
         "scripted:cooperative, scripted:thrifty or model:DIR. The first is the one of the per-cell report; "
         "with several, report.json, report.md and cross_play.png add the cross-play matrix of every pairing. "
         "Each role with two seats or more gets a league table (league.png)."))
+    baseline: Optional[str] = Field(default=None, description=(
+        "A seat among agents or lab_managers, spelled as there (a warm start, say): the report adds, in each role "
+        "it plays, every other non-scripted seat's paired gain over it against each opponent both played "
+        "(gains in report.json and report.md)."))
     split: Literal["validation", "test", "train"] = Field(default="test", description=(
         "Seed split played: test (TEST_SEEDS, never trained on or selected with; the final report), "
         "validation (VALIDATION_SEEDS, what selection uses) or train (TRAIN_SEEDS)."))
@@ -104,6 +108,9 @@ class EvalConfig(BaseModel):
             if d not in DIFFICULTIES:
                 raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
         split_seeds(self.split, self.episodes, self.seed_offset)  # one-line error naming the valid range
+        if self.baseline is not None and self.baseline not in (*self.agents, *self.lab_managers):
+            raise ValueError(f"baseline {self.baseline!r} is not among the agents or lab_managers; name one of those "
+                             "seats as spelled there, or set baseline=null")
         if self.engine == "vllm" and self.backend != "ray":
             raise ValueError("engine=vllm runs in Ray workers: set backend=ray")
         return self

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.eval.report_league import exploitability_lines, league_lines, plot_league
+from training.eval.report_league import exploitability_lines, gains_lines, league_lines, plot_league
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -51,7 +51,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                for a in report["agents"].values()]
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     return "\n".join(lines + _skill_lines(report) + _cross_play_lines(report) + league_lines(report)
-                     + exploitability_lines(report)) + "\n"
+                     + exploitability_lines(report) + gains_lines(report)) + "\n"
 
 
 def _skill_lines(report: dict[str, Any]) -> list[str]:

@@ -1,5 +1,5 @@
-"""The league and exploitability parts of the evaluation report: markdown tables and ``league.png``
-(definitions: ``training.eval.league``, ``training.eval.exploitability``)."""
+"""The league, exploitability and gains parts of the evaluation report: markdown tables and ``league.png``
+(definitions: ``training.eval.league``, ``training.eval.exploitability``, ``training.eval.gains``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ ROLE_TITLES = {"scientist": "Scientist", "lab_manager": "Lab Manager"}
 LEAGUE_COLUMNS = ("seat", "rating", "95% interval", "comparisons", "win share")
 EXPLOITABILITY_COLUMNS = ("role", "seat", "best scripted response", "its reward", "seat's reward", "reference",
                           "margin over reference")
+GAINS_COLUMNS = ("role", "seat", "opponent", "seat's reward", "baseline's reward", "gain (95% CI)", "apart",
+                 "episodes")
 #: The x-axis label of every panel of ``league.png``.
 RATING_LABEL = "rating (Elo scale, 95% CI)"
 
@@ -59,6 +61,21 @@ def exploitability_lines(report: dict[str, Any]) -> list[str]:
             lines.append(f"| {ROLE_TITLES[role]} | {r['seat']} | {r['best_response']} | "
                          f"{_mean_ci(r['opponent_reward'])} | {_mean_ci(r['seat_reward'])} | "
                          f"{r['reference'] or 'n/a'} | {_mean_ci(r['margin'])} |")
+    return lines
+
+
+def gains_lines(report: dict[str, Any]) -> list[str]:
+    """The gains table: one row per (non-scripted seat, opponent) with the baseline's pairing (none without)."""
+    tables = report.get("gains")
+    if not tables:
+        return []
+    lines = ["", f"## Gains over {report['baseline']}: each seat's own reward minus the baseline's against the same "
+             "opponent on the same episodes (95% bootstrap intervals, paired by episode; apart: the interval is wholly "
+             "above or below zero)", "", "| " + " | ".join(GAINS_COLUMNS) + " |", "|---" * len(GAINS_COLUMNS) + "|"]
+    for role, rows in tables.items():
+        for r in rows:
+            lines.append(f"| {ROLE_TITLES[role]} | {r['seat']} | {r['opponent']} | {r['seat_reward']:.2f} | "
+                         f"{r['baseline_reward']:.2f} | {_mean_ci(r['gain'])} | {r['apart']} | {r['episodes']} |")
     return lines
 
 

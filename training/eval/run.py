@@ -5,10 +5,12 @@ an ``overall`` block and a ``by_cell`` block keyed ``template/difficulty`` again
 ``cross_play``, every (Lab Manager, agent) pairing's rewards of both roles with 95% intervals and its agreement
 rate; ``league``, each role's Bradley-Terry ratings when it has two seats or more (``training.eval.league``);
 ``exploitability``, each non-scripted seat's best scripted response and margin over the role's scripted default
-(``training.eval.exploitability``); the split, its seed range and the seeds; logged metrics are keyed
-``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry: ``test/``, ``val/``, ``train/``), ``report.md``
-(the same as tables) and PNG plots (``cross_play.png``: the matrix as heatmaps; ``league.png``: the ratings), and
-logs the report to W&B.  Every pairing plays the same seeds, so comparisons are paired.
+(``training.eval.exploitability``); ``gains`` (with ``baseline``), each non-scripted seat's paired gain over
+the baseline seat of its role against each opponent (``training.eval.gains``); the split, its seed range and the
+seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry: ``test/``,
+``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots (``cross_play.png``: the matrix as
+heatmaps; ``league.png``: the ratings), and logs the report to W&B.  Every pairing plays the same seeds, so
+comparisons are paired.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from replicalab.seats import MODEL, parse_seat
 from replicalab.seeds import METRIC_PREFIXES
 from training.config.eval import EvalConfig
 from training.eval.exploitability import exploitability
+from training.eval.gains import seat_gains
 from training.eval.league import league_tables
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs
@@ -134,8 +137,11 @@ def build_report(cfg: EvalConfig, played: dict[tuple[str, str], list[EpisodeLog]
         report["agents"][spec] = {"overall": overall, "by_cell": by_cell}
     rated = {key: logs for key, logs in played.items() if key[1] != ORACLE or ORACLE in cfg.agents}
     tables = {"league": league_tables(rated, cfg.bootstrap_samples),
-              "exploitability": exploitability(rated, cfg.bootstrap_samples)}
+              "exploitability": exploitability(rated, cfg.bootstrap_samples),
+              "gains": seat_gains(rated, cfg.baseline, cfg.bootstrap_samples) if cfg.baseline else {}}
     report.update({name: table for name, table in tables.items() if table})
+    if "gains" in report:
+        report["baseline"] = cfg.baseline
     return report
 
 

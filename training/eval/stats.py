@@ -9,9 +9,6 @@ from typing import Any, Sequence
 CI_LEVEL = 0.95
 
 
-CI_LEVEL = 0.95
-
-
 def bootstrap_ci(values: Sequence[float], samples: int = 2000, seed: int = 0,
                  strata: Sequence[Any] | None = None) -> list[float]:
     """Percentile bootstrap interval of the mean at CI_LEVEL.

@@ -1,0 +1,57 @@
+"""The gains table of ``replicalab eval`` (``training.eval.gains``) over the pairings of several evaluation outputs:
+a cross-play matrix played in parts (the warm start's pairings once, each trained run's in its own evaluation).
+
+    python benchmarks/crossplay_gains.py --baseline model:runs/WARM DIR [DIR ...] [--seat model:runs/NAME/final ...]
+
+Each DIR is an ``out`` of ``replicalab eval`` (``report.json`` and ``episodes.jsonl``); all must have played the same
+split and seeds.  A pairing found in two outputs is taken from the first.  Prints one markdown row per (seat,
+opponent) with the seat's and the baseline's mean reward and the paired gain with its 95% interval; ``--seat``
+keeps the rows of those seats only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    from replicalab.models import EpisodeLog
+    from training.eval.gains import played_in, seat_gains
+    from training.eval.report_league import gains_lines
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="+", type=Path, help="replicalab eval outputs (report.json, episodes.jsonl)")
+    parser.add_argument("--baseline", required=True, help="the seat every other seat of its role is compared with")
+    parser.add_argument("--seat", action="append", default=[], help="keep only this seat's rows (repeatable)")
+    parser.add_argument("--samples", type=int, default=2000, help="bootstrap resamples")
+    args = parser.parse_args()
+    played: dict[tuple[str, str], list[EpisodeLog]] = {}
+    design = None
+    for out in args.dirs:
+        if not (out / "report.json").is_file() or not (out / "episodes.jsonl").is_file():
+            print(f"crossplay_gains: {out} is not a replicalab eval output (no report.json or episodes.jsonl)",
+                  file=sys.stderr)
+            return 2
+        mine, pairs = played_in(out)
+        if design is not None and mine != design:
+            print(f"crossplay_gains: {out} played other seeds ({mine[0]}, {len(mine[1])} seeds) than {args.dirs[0]}",
+                  file=sys.stderr)
+            return 2
+        design = mine
+        for key, logs in pairs.items():
+            played.setdefault(key, logs)
+    table = seat_gains(played, args.baseline, args.samples)
+    if not table:
+        print(f"crossplay_gains: no seat to compare with {args.baseline} (is it spelled as in the evaluations?)",
+              file=sys.stderr)
+        return 2
+    kept = {role: [r for r in rows if not args.seat or r["seat"] in args.seat] for role, rows in table.items()}
+    print(f"{len(design[1])} seeds per cell of the {design[0]} split")
+    print("\n".join(gains_lines({"gains": kept, "baseline": args.baseline})))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
