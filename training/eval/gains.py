@@ -24,7 +24,7 @@ from typing import Any
 from replicalab.models import EpisodeLog
 from replicalab.seats import ROLES, other_role
 from training.eval.exploitability import is_scripted, summary
-from training.eval.league import Played, seat_rewards, seats_of
+from training.eval.league import VS, Played, seat_rewards, seats_of
 
 #: ``apart`` of a gain: its interval above zero, below zero, or holding zero.
 ABOVE, BELOW, NOT_APART = "above", "below", "no"
@@ -64,8 +64,8 @@ def seat_gains(played: Played, baseline: str, samples: int = 2000) -> dict[str, 
 
 def played_in(out: Path) -> tuple[tuple[str, tuple[int, ...]], dict[tuple[str, str], list[EpisodeLog]]]:
     """The (split, seeds) and the pairings, (Lab Manager, agent) -> EpisodeLogs, of one ``replicalab eval`` output
-    (its ``report.json`` and ``episodes.jsonl``, where an episode is labelled by its agent against the first Lab
-    Manager and ``AGENT vs LAB`` against another; the oracle, a reference, is left out unless it is an agent)."""
+    (its ``report.json`` and ``episodes.jsonl``, each episode labelled as ``training.eval.league.pairing_label``
+    says; the oracle, a reference, is left out unless it is an agent)."""
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     first, others = report["lab_managers"][0], report["lab_managers"][1:]
     played: dict[tuple[str, str], list[EpisodeLog]] = {}
@@ -73,8 +73,8 @@ def played_in(out: Path) -> tuple[tuple[str, tuple[int, ...]], dict[tuple[str, s
         for line in f:
             row = json.loads(line)
             label = row["role"]
-            lab = next((o for o in others if label.endswith(f" vs {o}")), first)
-            spec = label[: -len(f" vs {lab}")] if lab != first else label
+            lab = next((o for o in others if label.endswith(f"{VS}{o}")), first)
+            spec = label[: -len(f"{VS}{lab}")] if lab != first else label
             if spec in report["agents"]:
                 played.setdefault((lab, spec), []).append(EpisodeLog.model_validate(row["log"]))
     return (report["split"], tuple(report["seeds"])), played

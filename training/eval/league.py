@@ -50,6 +50,8 @@ WIN, TIE, LOSS = 1.0, 0.5, 0.0
 #: Seed of the bootstrap resampling (intervals are deterministic).
 BOOTSTRAP_SEED = 0
 
+#: Between an agent and a Lab Manager in an episode's label (``pairing_label``).
+VS = " vs "
 #: One episode of an evaluation: (seed, template, difficulty).
 EpisodeKey = tuple[int, str, str]
 #: What ``run_eval`` played: (Lab Manager spec, Scientist spec) -> that pairing's EpisodeLogs.
@@ -64,6 +66,12 @@ class Comparison(NamedTuple):
     first: str
     second: str
     score: float
+
+
+def pairing_label(scientist: str, lab: str, first_lab: str) -> str:
+    """How an evaluation's ``episodes.jsonl`` labels an episode: by its agent against the first Lab Manager, as
+    ``AGENT vs LAB`` against another."""
+    return scientist if lab == first_lab else f"{scientist}{VS}{lab}"
 
 
 def episode_key(log: EpisodeLog) -> EpisodeKey:

@@ -29,7 +29,7 @@ from replicalab.seeds import METRIC_PREFIXES
 from training.config.eval import EvalConfig
 from training.eval.exploitability import exploitability
 from training.eval.gains import seat_gains
-from training.eval.league import league_tables
+from training.eval.league import VS, league_tables, pairing_label
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs
 
@@ -167,7 +167,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
         for lab, spec in pairings:
             if progress:
                 log.info("evaluating %s against %s on %d %s episodes", spec, lab, len(jobs), cfg.split)
-            bar.set_postfix_str(f"{spec} vs {lab}")
+            bar.set_postfix_str(f"{spec}{VS}{lab}")
             played[lab, spec] = play_agent(spec, lab, cfg, jobs)
             bar.update(len(jobs))
     report = build_report(cfg, played)
@@ -178,9 +178,8 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
         flat = {f"{METRIC_PREFIXES[cfg.split]}/{spec}/{k}": v for spec, a in report["agents"].items()
                 for k, v in a["overall"].items() if isinstance(v, (int, float))}
         logger.log(0, flat)
-        for (lab, spec), logs in played.items():  # labelled by agent (and Lab Manager beyond the first)
-            label = spec if lab == cfg.lab_managers[0] else f"{spec} vs {lab}"
-            logger.log_episodes(0, logs, roles=[label] * len(logs))
+        for (lab, spec), logs in played.items():
+            logger.log_episodes(0, logs, roles=[pairing_label(spec, lab, cfg.lab_managers[0])] * len(logs))
         for path in plots:
             logger.log_artifact(path, name=path.stem, type="plot")
         logger.log_artifact(out / "report.json", name="report", type="report")
