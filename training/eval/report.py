@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.eval.report_league import exploitability_lines, gains_lines, league_lines, plot_league
+from training.eval.report_league import exploitability_lines, gains_lines, league_lines, plot_gains, plot_league
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -160,10 +160,11 @@ def components_figure(report: dict[str, Any]) -> Figure:
 
 
 def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
-    """``reward_by_cell.png``, ``components.png``, ``cross_play.png`` and (with a league) ``league.png`` under
-    ``out``."""
+    """``reward_by_cell.png``, ``components.png``, ``cross_play.png``, (with a league) ``league.png`` and (with
+    gains) ``gains.png`` under ``out``."""
     paths = [out / "reward_by_cell.png", out / "components.png"]
     reward_by_cell_figure(report).savefig(paths[0], dpi=120)
     components_figure(report).savefig(paths[1], dpi=120)
     paths.append(plot_cross_play(report, out))
-    return paths + ([plot_league(report, out)] if report.get("league") else [])
+    paths += [plot_league(report, out)] if report.get("league") else []
+    return paths + ([plot_gains(report, out)] if report.get("gains") else [])

@@ -20,6 +20,8 @@ GAINS_COLUMNS = ("role", "seat", "opponent", "seat's reward", "baseline's reward
                  "episodes")
 #: The x-axis label of every panel of ``league.png``.
 RATING_LABEL = "rating (Elo scale, 95% CI)"
+#: The x-axis label of every panel of ``gains.png``.
+GAIN_LABEL = "own reward minus the baseline's, same episodes (95% CI)"
 
 
 def _interval(ci: list[float], digits: int) -> str:
@@ -106,4 +108,34 @@ def plot_league(report: dict[str, Any], out: Path) -> Path:
     """``league.png``: ``league_figure`` saved under ``out``."""
     path = out / "league.png"
     league_figure(report).savefig(path, dpi=120)
+    return path
+
+
+def gains_figure(report: dict[str, Any]) -> Figure:
+    """One panel per role: each (seat, opponent) gain over the baseline as a point with its interval's whiskers, in
+    the table's order from the top, and a line at zero."""
+    from matplotlib.figure import Figure
+
+    tables = report["gains"]
+    tallest = max(len(rows) for rows in tables.values())
+    fig = Figure(figsize=(6.5 * len(tables), 1.5 + 0.4 * tallest))
+    axes = fig.subplots(1, len(tables), squeeze=False)
+    for ax, (role, rows) in zip(axes[0], tables.items()):
+        gains = [r["gain"]["mean"] for r in rows]
+        whiskers = [[g - r["gain"]["ci95"][0] for g, r in zip(gains, rows)],
+                    [r["gain"]["ci95"][1] - g for g, r in zip(gains, rows)]]
+        ax.errorbar(gains, range(len(rows)), xerr=whiskers, fmt="o", capsize=3, label="gain")
+        ax.axvline(0.0, color="grey", linewidth=0.5, linestyle="--")
+        ax.set_yticks(range(len(rows)), [f"{r['seat']}\nvs {r['opponent']}" for r in rows], fontsize=6)
+        ax.invert_yaxis()
+        ax.set_xlabel(GAIN_LABEL)
+        ax.set_title(f"{ROLE_TITLES[role]}: gain over {report['baseline']}", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_gains(report: dict[str, Any], out: Path) -> Path:
+    """``gains.png``: ``gains_figure`` saved under ``out``."""
+    path = out / "gains.png"
+    gains_figure(report).savefig(path, dpi=120)
     return path

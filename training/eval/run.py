@@ -9,8 +9,8 @@ rate; ``league``, each role's Bradley-Terry ratings when it has two seats or mor
 the baseline seat of its role against each opponent (``training.eval.gains``); the split, its seed range and the
 seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry: ``test/``,
 ``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots (``cross_play.png``: the matrix as
-heatmaps; ``league.png``: the ratings), and logs the report to W&B.  Every pairing plays the same seeds, so
-comparisons are paired.
+heatmaps; ``league.png``: the ratings; ``gains.png``: the gains), and logs the report to W&B.  Every pairing
+plays the same seeds, so comparisons are paired.
 """
 
 from __future__ import annotations

@@ -106,6 +106,22 @@ def test_the_report_holds_the_gains_of_its_baseline(played, tmp_path):
     r = rows[0]
     assert (f"| Scientist | model:x | {LABS[0]} | {r['seat_reward']:.2f} | {r['baseline_reward']:.2f} | "
             f"1.00 [1.00, 1.00] | above | {r['episodes']} |") in md
+    from figures import saved_as, tick_labels
+
+    from training.eval.report import plot_report
+    from training.eval.report_league import GAIN_LABEL, gains_figure
+
+    fig = gains_figure(report)
+    (ax,) = fig.axes
+    assert ax.get_title() == "Scientist: gain over model:warm" and ax.get_xlabel() == GAIN_LABEL
+    assert tick_labels(ax, "y") == [f"model:x\nvs {lab}" for lab in LABS]
+    (points,) = ax.containers  # a point per row, whiskers spanning its interval
+    assert list(points.lines[0].get_xdata()) == pytest.approx([r["gain"]["mean"] for r in rows])
+    whiskers = [end for a, b in points.lines[2][0].get_segments() for end in sorted((a[0], b[0]))]
+    assert whiskers == pytest.approx([end for r in rows for end in r["gain"]["ci95"]])
+    assert ax.yaxis_inverted()  # the table's first row at the top
+    paths = plot_report(report, tmp_path)
+    assert tmp_path / "gains.png" in paths and saved_as(fig, tmp_path / "gains.png", dpi=120)
     without = build_report(cfg.model_copy(update={"baseline": None}), games)
     assert "gains" not in without and "baseline" not in without
     assert "## Gains" not in report_markdown(without)
