@@ -74,14 +74,15 @@ def _cross_play_lines(report: dict[str, Any]) -> list[str]:
     if not matrix:
         return []
     lines = ["", "## Cross-play: every agent against every Lab Manager (95% bootstrap intervals)", "",
-             "| agent | Lab Manager | Scientist reward | Lab Manager reward | agreement | episodes |",
-             "|---|---|---|---|---|---|"]
+             "| agent | Lab Manager | Scientist reward | Lab Manager reward | agreement | invalid turns: Scientist, "
+             "Lab Manager | episodes |", "|---|---|---|---|---|---|---|"]
     for spec in next(iter(matrix.values())):
         for lab, row in matrix.items():
             p = row[spec]
             lines.append(f"| {spec} | {lab} | {p['scientist']['mean']:.2f} {_fmt(p['scientist']['ci95'])} | "
                          f"{p['lab_manager']['mean']:.2f} {_fmt(p['lab_manager']['ci95'])} | "
-                         f"{p['agreement_rate']:.3f} | {p['episodes']} |")
+                         f"{p['agreement_rate']:.3f} | {p['scientist']['invalid_action_rate']:.3f}, "
+                         f"{p['lab_manager']['invalid_action_rate']:.3f} | {p['episodes']} |")
     return lines
 
 

@@ -101,12 +101,15 @@ def block(logs: Sequence[EpisodeLog], oracle_mean: float, samples: int) -> dict[
 
 
 def pairing(logs: Sequence[EpisodeLog], samples: int) -> dict[str, Any]:
-    """One (Lab Manager, agent) pairing of the cross-play matrix: both roles' mean rewards with 95% intervals."""
+    """One (Lab Manager, agent) pairing of the cross-play matrix: both roles' mean rewards with 95% intervals, and
+    the share of each role's turns that were invalid (unparsed or rejected: a seat that collapsed shows here)."""
     strata = [(log.scenario_template, log.difficulty) for log in logs]
+    m = episode_metrics(logs)
     out: dict[str, Any] = {}
     for role in ("scientist", "lab_manager"):
         values = [role_reward(log, role) for log in logs]
-        out[role] = {"mean": statistics.fmean(values), "ci95": bootstrap_ci(values, samples, strata=strata)}
+        out[role] = {"mean": statistics.fmean(values), "ci95": bootstrap_ci(values, samples, strata=strata),
+                     "invalid_action_rate": m.get(f"by_role/{role}/invalid_action_rate", 0.0)}
     out["agreement_rate"] = statistics.fmean(float(log.agreement_reached) for log in logs)
     out["episodes"] = len(logs)
     return out

@@ -37,6 +37,7 @@ def test_every_pairing_plays_the_same_seeds_and_reports_both_roles(evaluated):
             for role in ("scientist", "lab_manager"):
                 low, high = p[role]["ci95"]
                 assert low <= p[role]["mean"] <= high
+                assert p[role]["invalid_action_rate"] == 0.0  # scripted seats always speak the game
     # the per-cell blocks are the first Lab Manager's; the matrix repeats its overall means
     assert report["lab_manager"] == LABS[0]
     for spec in AGENTS:
@@ -124,3 +125,20 @@ def test_the_report_figures_draw_every_agent_in_every_cell(evaluated):
 def test_lab_manager_seats_are_checked(labs, message):
     with pytest.raises(ConfigError, match=message):
         load_eval_config(None, [f"lab_managers={json.dumps(labs)}"])
+
+
+def test_a_pairing_counts_each_roles_invalid_turns():
+    """The random Scientist's rejected turns are the Scientist's share, and the scripted lab's is zero."""
+    from replicalab import ReplicaLabEnv
+    from replicalab.episode import run_episode
+    from replicalab.seats import scripted_agent
+    from training.eval.run import pairing
+
+    logs = [run_episode(ReplicaLabEnv(), scripted_agent("scientist", "random", seed, "cell_biology", "hard"),
+                        "thrifty", seed=seed, template="cell_biology", difficulty="hard")
+            for seed in VALIDATION_SEEDS[:6]]
+    mine = [t for log in logs for t in log.turns if t.role == "scientist"]
+    want = sum(t.error is not None for t in mine) / len(mine)
+    p = pairing(logs, samples=200)
+    assert p["scientist"]["invalid_action_rate"] == pytest.approx(want) and want > 0
+    assert p["lab_manager"]["invalid_action_rate"] == 0.0
