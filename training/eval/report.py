@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.eval.report_league import exploitability_lines, gains_lines, league_lines, plot_gains, plot_league
+from training.eval.report_league import (exploitability_lines, gains_lines, league_lines, plot_gains, plot_league,
+                                         save_figure)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -114,9 +115,7 @@ def cross_play_figure(report: dict[str, Any]) -> Figure:
 
 def plot_cross_play(report: dict[str, Any], out: Path) -> Path:
     """``cross_play.png``: ``cross_play_figure`` saved under ``out``."""
-    path = out / "cross_play.png"
-    cross_play_figure(report).savefig(path, dpi=120)
-    return path
+    return save_figure(cross_play_figure(report), out, "cross_play.png")
 
 
 def reward_by_cell_figure(report: dict[str, Any]) -> Figure:
@@ -163,9 +162,7 @@ def components_figure(report: dict[str, Any]) -> Figure:
 def plot_report(report: dict[str, Any], out: Path) -> list[Path]:
     """``reward_by_cell.png``, ``components.png``, ``cross_play.png``, (with a league) ``league.png`` and (with
     gains) ``gains.png`` under ``out``."""
-    paths = [out / "reward_by_cell.png", out / "components.png"]
-    reward_by_cell_figure(report).savefig(paths[0], dpi=120)
-    components_figure(report).savefig(paths[1], dpi=120)
-    paths.append(plot_cross_play(report, out))
+    paths = [save_figure(reward_by_cell_figure(report), out, "reward_by_cell.png"),
+             save_figure(components_figure(report), out, "components.png"), plot_cross_play(report, out)]
     paths += [plot_league(report, out)] if report.get("league") else []
     return paths + ([plot_gains(report, out)] if report.get("gains") else [])

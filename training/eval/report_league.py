@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from training.eval.league import MEAN_RATING
 
@@ -18,6 +18,8 @@ EXPLOITABILITY_COLUMNS = ("role", "seat", "best scripted response", "its reward"
                           "margin over reference")
 GAINS_COLUMNS = ("role", "seat", "opponent", "seat's reward", "baseline's reward", "gain (95% CI)", "apart",
                  "episodes")
+#: Resolution of the report's PNG plots.
+FIGURE_DPI = 120
 #: The x-axis label of every panel of ``league.png``.
 RATING_LABEL = "rating (Elo scale, 95% CI)"
 #: The x-axis label of every panel of ``gains.png``.
@@ -81,22 +83,42 @@ def gains_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def interval_panels(tables: dict[str, list[dict[str, Any]]], series: str, point: Callable[[dict[str, Any]], float],
+                    interval: Callable[[dict[str, Any]], list[float]], label: Callable[[dict[str, Any]], str],
+                    reference: float, panel_width: float, fontsize: int) -> tuple[Figure, list[Any]]:
+    """One panel per role of ``tables``: each row's ``point`` with whiskers spanning its ``interval`` (one errorbar
+    series named ``series``), labelled by ``label``, the first row at the top, and a dashed line at ``reference``;
+    the figure and its axes (one per role, in the tables' order)."""
+    from matplotlib.figure import Figure
+
+    tallest = max(len(rows) for rows in tables.values())
+    fig = Figure(figsize=(panel_width * len(tables), 1.5 + 0.45 * tallest))
+    axes = list(fig.subplots(1, len(tables), squeeze=False)[0])
+    for ax, rows in zip(axes, tables.values()):
+        points = [point(r) for r in rows]
+        whiskers = [[x - interval(r)[0] for x, r in zip(points, rows)],
+                    [interval(r)[1] - x for x, r in zip(points, rows)]]
+        ax.errorbar(points, range(len(rows)), xerr=whiskers, fmt="o", capsize=3, label=series)
+        ax.axvline(reference, color="grey", linewidth=0.5, linestyle="--")
+        ax.set_yticks(range(len(rows)), [label(r) for r in rows], fontsize=fontsize)
+        ax.invert_yaxis()
+    return fig, axes
+
+
+def save_figure(fig: Figure, out: Path, name: str) -> Path:
+    """``fig`` saved as ``out/name`` at the reports' resolution."""
+    path = out / name
+    fig.savefig(path, dpi=FIGURE_DPI)
+    return path
+
+
 def league_figure(report: dict[str, Any]) -> Figure:
     """One panel per role: each seat's rating as a point with its interval's whiskers, the best at the top, and a
     line at the mean rating."""
-    from matplotlib.figure import Figure
-
     tables = report["league"]
-    tallest = max(len(rows) for rows in tables.values())
-    fig = Figure(figsize=(5.5 * len(tables), 1.5 + 0.45 * tallest))
-    axes = fig.subplots(1, len(tables), squeeze=False)
-    for ax, (role, rows) in zip(axes[0], tables.items()):
-        ratings = [r["rating"] for r in rows]
-        whiskers = [[r["rating"] - r["ci95"][0] for r in rows], [r["ci95"][1] - r["rating"] for r in rows]]
-        ax.errorbar(ratings, range(len(rows)), xerr=whiskers, fmt="o", capsize=3, label="rating")
-        ax.axvline(MEAN_RATING, color="grey", linewidth=0.5, linestyle="--")
-        ax.set_yticks(range(len(rows)), [r["seat"] for r in rows], fontsize=7)
-        ax.invert_yaxis()
+    fig, axes = interval_panels(tables, "rating", lambda r: r["rating"], lambda r: r["ci95"], lambda r: r["seat"],
+                                MEAN_RATING, panel_width=5.5, fontsize=7)
+    for ax, role in zip(axes, tables):
         ax.set_xlabel(RATING_LABEL)
         ax.set_title(f"{ROLE_TITLES[role]} league")
     fig.suptitle(f"League on {report['split']} seeds ({report['seed_range']})", fontsize=9)
@@ -106,28 +128,16 @@ def league_figure(report: dict[str, Any]) -> Figure:
 
 def plot_league(report: dict[str, Any], out: Path) -> Path:
     """``league.png``: ``league_figure`` saved under ``out``."""
-    path = out / "league.png"
-    league_figure(report).savefig(path, dpi=120)
-    return path
+    return save_figure(league_figure(report), out, "league.png")
 
 
 def gains_figure(report: dict[str, Any]) -> Figure:
     """One panel per role: each (seat, opponent) gain over the baseline as a point with its interval's whiskers, in
     the table's order from the top, and a line at zero."""
-    from matplotlib.figure import Figure
-
     tables = report["gains"]
-    tallest = max(len(rows) for rows in tables.values())
-    fig = Figure(figsize=(6.5 * len(tables), 1.5 + 0.4 * tallest))
-    axes = fig.subplots(1, len(tables), squeeze=False)
-    for ax, (role, rows) in zip(axes[0], tables.items()):
-        gains = [r["gain"]["mean"] for r in rows]
-        whiskers = [[g - r["gain"]["ci95"][0] for g, r in zip(gains, rows)],
-                    [r["gain"]["ci95"][1] - g for g, r in zip(gains, rows)]]
-        ax.errorbar(gains, range(len(rows)), xerr=whiskers, fmt="o", capsize=3, label="gain")
-        ax.axvline(0.0, color="grey", linewidth=0.5, linestyle="--")
-        ax.set_yticks(range(len(rows)), [f"{r['seat']}\nvs {r['opponent']}" for r in rows], fontsize=6)
-        ax.invert_yaxis()
+    fig, axes = interval_panels(tables, "gain", lambda r: r["gain"]["mean"], lambda r: r["gain"]["ci95"],
+                                lambda r: f"{r['seat']}\nvs {r['opponent']}", 0.0, panel_width=6.5, fontsize=6)
+    for ax, role in zip(axes, tables):
         ax.set_xlabel(GAIN_LABEL)
         ax.set_title(f"{ROLE_TITLES[role]}: gain over {report['baseline']}", fontsize=8)
     fig.tight_layout()
@@ -136,6 +146,4 @@ def gains_figure(report: dict[str, Any]) -> Figure:
 
 def plot_gains(report: dict[str, Any], out: Path) -> Path:
     """``gains.png``: ``gains_figure`` saved under ``out``."""
-    path = out / "gains.png"
-    gains_figure(report).savefig(path, dpi=120)
-    return path
+    return save_figure(gains_figure(report), out, "gains.png")

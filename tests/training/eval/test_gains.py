@@ -7,41 +7,20 @@ import json
 import statistics
 
 import pytest
+from scripted_play import CELLS, LABS, SAMPLES, SEEDS, cross_play, play, shifted
 
-from replicalab import DIFFICULTIES, TEMPLATES, ReplicaLabEnv, VALIDATION_SEEDS
-from replicalab.episode import run_episode
+from replicalab import DIFFICULTIES
 from replicalab.metrics import role_reward
-from replicalab.seats import parse_seat, scripted_agent
 from training.config.eval import load_eval_config
 from training.config.loading import ConfigError
 from training.eval.gains import ABOVE, BELOW, NOT_APART, seat_gains
 
 SCIENTISTS = ["scripted:naive", "scripted:reader+defender+asker"]
-LABS = ["scripted:thrifty", "scripted:cooperative"]
-SEEDS = VALIDATION_SEEDS[:3]
-CELLS = [(t, d) for t in TEMPLATES for d in DIFFICULTIES]
-SAMPLES = 300
-
-
-def play(scientist: str, lab: str) -> list:
-    sci, lab_name = parse_seat("scientist", scientist).arg, parse_seat("lab_manager", lab).arg
-    return [run_episode(ReplicaLabEnv(), scripted_agent("scientist", sci, seed, t, d), lab_name, seed=seed,
-                        template=t, difficulty=d) for t, d in CELLS for seed in SEEDS]
 
 
 @pytest.fixture(scope="module")
 def played() -> dict:
-    return {(lab, sci): play(sci, lab) for lab in LABS for sci in SCIENTISTS}
-
-
-def shifted(logs: list, role: str, delta: float) -> list:
-    """``logs`` with ``role``'s own reward moved by ``delta`` on every episode."""
-    out = []
-    for log in logs:
-        rewards = {**log.role_rewards, role: role_reward(log, role) + delta}
-        update = {"role_rewards": rewards, **({"total_reward": rewards[role]} if role == "scientist" else {})}
-        out.append(log.model_copy(update=update))
-    return out
+    return cross_play(SCIENTISTS)
 
 
 @pytest.mark.parametrize("delta, side", [(0.75, ABOVE), (-0.75, BELOW), (0.0, NOT_APART)])

@@ -11,35 +11,22 @@ import statistics
 
 import pytest
 from figures import saved_as, tick_labels
+from scripted_play import CELLS, LABS, SAMPLES, SEEDS, cross_play, play, shifted
 
-from replicalab import DIFFICULTIES, TEMPLATES, ReplicaLabEnv, VALIDATION_SEEDS
-from replicalab.episode import run_episode
 from replicalab.metrics import role_reward
-from replicalab.seats import parse_seat, scripted_agent
 from training.config.eval import load_eval_config
 from training.eval.exploitability import exploitability
 from training.eval.league import (ELO_SCALE, MEAN_RATING, TIE, WIN, Comparison, comparisons, league,
                                   league_tables)
 
 SCIENTISTS = ["scripted:naive", "scripted:reader", "scripted:reader+defender+asker"]
-LABS = ["scripted:thrifty", "scripted:cooperative"]
 ORACLE = "scripted:oracle"
-SEEDS = VALIDATION_SEEDS[:3]
-CELLS = [(t, d) for t in TEMPLATES for d in DIFFICULTIES]
-SAMPLES = 300
-
-
-def play(scientist: str, lab: str) -> list:
-    """The EpisodeLogs of two scripted seats on every (seed, cell) of ``SEEDS`` x ``CELLS``."""
-    sci, lab_name = parse_seat("scientist", scientist).arg, parse_seat("lab_manager", lab).arg
-    return [run_episode(ReplicaLabEnv(), scripted_agent("scientist", sci, seed, t, d), lab_name, seed=seed,
-                        template=t, difficulty=d) for t, d in CELLS for seed in SEEDS]
 
 
 @pytest.fixture(scope="module")
 def played() -> dict:
     """Scripted cross-play: every Scientist of ``SCIENTISTS`` against every Lab Manager of ``LABS``."""
-    return {(lab, sci): play(sci, lab) for lab in LABS for sci in SCIENTISTS}
+    return cross_play(SCIENTISTS)
 
 
 def synthetic(strengths: dict[str, float], seeds: int, rng_seed: int = 0) -> list[Comparison]:
@@ -175,16 +162,6 @@ def test_the_league_pools_every_opponent_and_counts_wins_by_own_reward(played):
             assert r["win_share"] == pytest.approx(credit / r["comparisons"])
 
 
-def _shifted(logs: list, role: str, delta: float) -> list:
-    """``logs`` with ``role``'s own reward moved by ``delta`` on every episode."""
-    out = []
-    for log in logs:
-        rewards = {**log.role_rewards, role: role_reward(log, role) + delta}
-        update = {"role_rewards": rewards, **({"total_reward": rewards[role]} if role == "scientist" else {})}
-        out.append(log.model_copy(update=update))
-    return out
-
-
 def test_exploitability_picks_the_opponent_that_earns_most(played):
     """Non-scripted seats (scripted episodes relabelled ``model:``) of both roles against scripted opponents."""
     seat_logs = {(lab, "model:skilled"): played[lab, "scripted:reader+defender+asker"] for lab in LABS}
@@ -220,7 +197,7 @@ def test_the_margin_sign_is_the_concession_over_the_reference(played, delta):
     """A Lab Manager that gives every Scientist ``delta`` more than the thrifty one does: its margin is exactly
     ``delta`` (paired, so the interval is a point), and the best response is the thrifty one's."""
     thrifty = {sci: played["scripted:thrifty", sci] for sci in SCIENTISTS}
-    seat = {("model:x", sci): _shifted(thrifty[sci], "scientist", delta) for sci in SCIENTISTS}
+    seat = {("model:x", sci): shifted(thrifty[sci], "scientist", delta) for sci in SCIENTISTS}
     (row,) = exploitability({**{("scripted:thrifty", s): v for s, v in thrifty.items()}, **seat},
                             SAMPLES)["lab_manager"]
     means = {sci: statistics.fmean(role_reward(x, "scientist") for x in logs) for sci, logs in thrifty.items()}
