@@ -35,7 +35,12 @@ def main() -> int:
             print(f"crossplay_gains: {out} is not a replicalab eval output (no report.json or episodes.jsonl)",
                   file=sys.stderr)
             return 2
-        mine, pairs = played_in(out)
+        try:
+            mine, pairs = played_in(out)
+        except (ValueError, KeyError, TypeError) as exc:  # JSON or an EpisodeLog that does not read back
+            print(f"crossplay_gains: {out} does not read back as a replicalab eval output: "
+                  f"{type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return 2
         if design is not None and mine != design:
             print(f"crossplay_gains: {out} played other seeds ({mine[0]}, {len(mine[1])} seeds) than {args.dirs[0]}",
                   file=sys.stderr)

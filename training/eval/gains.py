@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from replicalab.models import EpisodeLog
-from replicalab.seats import ROLES, other_role
+from replicalab.seats import ROLES
 from training.eval.exploitability import is_scripted, summary
-from training.eval.league import VS, Played, seat_rewards, seats_of
+from training.eval.league import VS, Played, seat_rewards
 
 #: ``apart`` of a gain: its interval above zero, below zero, or holding zero.
 ABOVE, BELOW, NOT_APART = "above", "below", "no"
@@ -41,13 +41,14 @@ def seat_gains(played: Played, baseline: str, samples: int = 2000) -> dict[str, 
     out: dict[str, list[dict[str, Any]]] = {}
     for role in ROLES:
         mine = seat_rewards(played, role)  # (seat, opponent) -> episode -> the seat's own reward
-        if baseline not in seats_of(played, role):
+        seats, opponents = (list(dict.fromkeys(pair[i] for pair in mine)) for i in (0, 1))  # in order first played
+        if baseline not in seats:
             continue
         rows = []
-        for seat in seats_of(played, role):
+        for seat in seats:
             if seat == baseline or is_scripted(seat):
                 continue
-            for opponent in seats_of(played, other_role(role)):
+            for opponent in opponents:
                 a, b = mine.get((seat, opponent)), mine.get((baseline, opponent))
                 shared = sorted(set(a) & set(b)) if a and b else []
                 if not shared:
