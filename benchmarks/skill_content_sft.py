@@ -1,10 +1,11 @@
 """Whether the embedded default's Scientist seat can learn to write its skills' content: fine-tune a copy of a
 model on the Scientist's turns at the skills' chances, then measure it with ``replicalab bench policy``.
 
-    python benchmarks/skill_content_sft.py --out DIR [--model DIR] [--steps 600] [--seeds 300]
+    python benchmarks/skill_content_sft.py --out DIR [--model DIR] [--steps 600] [--seeds 300] [--skills defend]
 
-The rows are the turns at a skill's chance of freshly recorded transcripts (the recipe's per-chance Scientist:
-each skill used at each chance with probability 0.5, so the decision stays open both ways), each a
+The rows are the turns at a skill's chance (of every skill, or of ``--skills`` alone) of freshly recorded
+transcripts (the recipe's per-chance Scientist: each skill used at each chance with probability 0.5, so the
+decision stays open both ways), each a
 prompt/completion example with its loss on that reply, and as many whole chats of both seats (the recipe's
 examples, so the seats keep the rest of their play).  The copy is written to ``--out`` with a record of its source
 and these options (``skill_content_sft.json``; it is no recipe build, so it has no ``build_info.json``);
@@ -27,6 +28,7 @@ def main() -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from replicalab.agents import SKILLS
     from training.argtypes import positive_float, positive_int
     from training.config.model import DefaultModelConfig
     from training.model.card import BUILD_INFO_FILE
@@ -40,7 +42,12 @@ def main() -> int:
     parser.add_argument("--steps", type=positive_int, default=600)
     parser.add_argument("--seeds", type=positive_int, default=300, help="training seeds per cell of the transcripts")
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
+    parser.add_argument("--skills", default=",".join(SKILLS),
+                        help=f"comma-separated skills whose chances give the rows (default: {','.join(SKILLS)})")
     args = parser.parse_args()
+    skills = tuple(s.strip() for s in args.skills.split(",") if s.strip())
+    if not skills or set(skills) - set(SKILLS):
+        raise SystemExit(f"--skills {args.skills!r}: name one or more of {', '.join(SKILLS)}, comma-separated")
     source = Path(args.model or resolve_default_model())
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -54,7 +61,8 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForCausalLM.from_pretrained(source)
     scientist, _, stats = collect_transcripts(args.seeds, skill_rate=cfg.skill_rate, shuffle_seed=DECISION_SEED,
-                                              lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds)
+                                              lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds,
+                                              marked_skills=skills)
     decisions = [tokenize_example(tokenizer, t[k]) for t in scientist for k in range(1, len(t))
                  if is_skill_chance(t[k])]
     replay_sci, replay_lab, _ = collect_transcripts(args.seeds, skill_rate=cfg.skill_rate, shuffle_seed=REPLAY_SEED,
@@ -62,7 +70,8 @@ def main() -> int:
     replay = [tokenize_example(tokenizer, ex) for _, ex in training_examples(replay_sci, replay_lab)]
     random.Random(REPLAY_SEED).shuffle(replay)
     rows = decisions + replay[:len(decisions)]
-    print(f"{len(decisions)} turns at a skill's chance (uses {stats.skill_uses} of {stats.skill_chances}) and "
+    print(f"{len(decisions)} turns at a chance of {'+'.join(skills)} (uses {stats.skill_uses} of "
+          f"{stats.skill_chances}) and "
           f"{len(decisions)} whole chats; {args.steps} steps at learning rate {args.learning_rate}")
     result = run_sft(model, tokenizer, rows, cfg.sft, max_length=max(len(r["input_ids"]) for r in rows),
                      max_steps=args.steps, completion_only=True, learning_rate=args.learning_rate)

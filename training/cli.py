@@ -163,15 +163,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _check_eval_inputs(cfg) -> None:
     """Every ``model:`` agent is a usable model and ``out`` is a directory, before anything loads."""
     from training.errors import UserInputError
+    from training.eval.kept import KEPT_DIR
     from training.model.model_path import check_seat_models
 
     check_seat_models(*cfg.agents, *cfg.lab_managers)
     out = Path(cfg.out).expanduser()
     if out.exists() and not out.is_dir():
         raise UserInputError(f"out={cfg.out} is a file; give a directory for the report")
-    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file():
-        raise UserInputError(f"out={cfg.out} is a non-empty directory that holds no earlier report (report.json); "
-                             "refusing to write into it: give a new or empty directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file() and not (out / KEPT_DIR).is_dir():
+        raise UserInputError(f"out={cfg.out} is a non-empty directory that holds no earlier evaluation (report.json "
+                             f"or {KEPT_DIR}/); refusing to write into it: give a new or empty directory")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

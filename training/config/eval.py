@@ -85,7 +85,8 @@ class EvalConfig(BaseModel):
     bootstrap_samples: int = Field(default=2000, ge=100, description=(
         "Bootstrap resamples behind each 95% confidence interval (stratified by cell)."))
     out: str = Field(default="runs/eval", description=(
-        "Output directory: report.json, report.md, PNG plots, metrics.jsonl, episodes.jsonl."))
+        "Output directory: report.json, report.md, PNG plots, metrics.jsonl, episodes.jsonl, and pairings/ (each "
+        "pairing as it finishes: an evaluation into the same out plays only the pairings it lacks)."))
     run_name: str = Field(default="eval", description="W&B run name of the evaluation.")
     wandb: WandbConfig = Field(default_factory=WandbConfig, description="Weights & Biases logging.")
 

@@ -10,7 +10,8 @@ the baseline seat of its role against each opponent (``training.eval.gains``); t
 seeds; logged metrics are keyed ``PREFIX/AGENT/...`` with the split's ``METRIC_PREFIXES`` entry: ``test/``,
 ``val/``, ``train/``), ``report.md`` (the same as tables) and PNG plots (``cross_play.png``: the matrix as
 heatmaps; ``league.png``: the ratings; ``gains.png``: the gains), and logs the report to W&B.  Every pairing
-plays the same seeds, so comparisons are paired.
+plays the same seeds, so comparisons are paired.  Each pairing is kept under ``pairings/`` as it finishes
+(``training.eval.kept``): an interrupted evaluation, run again into the same ``out``, plays only what it lacks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from replicalab.seeds import METRIC_PREFIXES
 from training.config.eval import EvalConfig
 from training.eval.exploitability import exploitability
 from training.eval.gains import seat_gains
+from training.eval.kept import KeptPairings, play_key
 from training.eval.league import VS, league_tables, pairing_label
 from training.eval.stats import bootstrap_ci
 from training.rollout.records import EpisodeJob, episode_jobs
@@ -37,10 +39,10 @@ log = logging.getLogger(__name__)  # ``logger`` names the run's RunLogger below
 ORACLE = "scripted:oracle"
 
 
-def agent_model_dir(spec: str) -> str | None:
-    """The local directory a ``model:`` agent loads from (``training.model.snapshot.local_model_dir``: the default
-    model built, a hub id downloaded or read from the cache); None for a scripted agent."""
-    seat = parse_seat("scientist", spec)
+def agent_model_dir(spec: str, role: str = "scientist") -> str | None:
+    """The local directory a ``model:`` seat of ``role`` loads from (``training.model.snapshot.local_model_dir``:
+    the default model built, a hub id downloaded or read from the cache); None for a scripted seat."""
+    seat = parse_seat(role, spec)
     if seat.kind != MODEL:
         return None
     from training.model.snapshot import local_model_dir
@@ -165,13 +167,24 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     # the oracle, a reference for oracle_fraction, plays only the first Lab Manager unless it is an agent
     pairings = [(lab, spec) for lab in cfg.lab_managers for spec in specs
                 if spec in cfg.agents or lab == cfg.lab_managers[0]]
+    seats = {**{s: "scientist" for s in cfg.agents}, **{s: "lab_manager" for s in cfg.lab_managers}}
+    model_dirs = {spec: path for spec, role in seats.items() if (path := agent_model_dir(spec, role))}
+    kept = KeptPairings(out, play_key(cfg, model_dirs))
+    resumed = set(kept.check(pairings))
+    if resumed:
+        log.info("%d of %d pairings were kept in %s by an earlier evaluation; playing the other %d",
+                 len(resumed), len(pairings), kept.root, len(pairings) - len(resumed))
     bar = tqdm(total=len(pairings) * len(jobs), desc="eval", unit="episode", disable=None if progress else True)
     with bar, logging_redirect_tqdm():
         for lab, spec in pairings:
-            if progress:
-                log.info("evaluating %s against %s on %d %s episodes", spec, lab, len(jobs), cfg.split)
             bar.set_postfix_str(f"{spec}{VS}{lab}")
-            played[lab, spec] = play_agent(spec, lab, cfg, jobs)
+            if (lab, spec) in resumed:
+                played[lab, spec] = kept.load(lab, spec)
+            else:
+                if progress:
+                    log.info("evaluating %s against %s on %d %s episodes", spec, lab, len(jobs), cfg.split)
+                played[lab, spec] = play_agent(spec, lab, cfg, jobs)
+                kept.keep(lab, spec, played[lab, spec])
             bar.update(len(jobs))
     report = build_report(cfg, played)
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")

@@ -116,7 +116,7 @@ def chance_scientist(seed: int, skill_rate: float) -> SkilledScientist:
 
 def collect_transcripts(
     n_seeds: int, *, skill_rate: float = 0.5, lab_thrifty_rate: float = 0.5, max_rounds: int = 6,
-    shuffle_seed: int = 0, progress: bool = False,
+    shuffle_seed: int = 0, progress: bool = False, marked_skills: tuple[str, ...] = SKILLS,
 ) -> tuple[list[Transcript], list[Transcript], TranscriptStats]:
     """Play the scripted agents on the training grid; return (scientist, lab manager) transcripts.
 
@@ -124,14 +124,18 @@ def collect_transcripts(
     per chance (``chance_scientist``): at every turn where a skill's trigger shows it uses the skill with
     probability ``skill_rate``, so P(skill | chance) does not depend on the episode's history.  The Lab Manager
     decides per turn too: the thrifty lab's move with probability ``lab_thrifty_rate``, else the cooperative
-    one's.  Both coins are seeded per episode from the same RNG.  Each Scientist example at a skill's chance is
-    marked ``"skill_chance": True`` (``is_skill_chance``).  ``progress`` shows a progress bar on a terminal.
+    one's.  Both coins are seeded per episode from the same RNG.  Each Scientist example at the chance of a skill
+    of ``marked_skills`` (every skill by default) is marked ``"skill_chance": True`` (``is_skill_chance``); the
+    stats count every skill's chances.  ``progress`` shows a progress bar on a terminal.
     """
     from tqdm import tqdm
 
     for name, rate in (("skill_rate", skill_rate), ("lab_thrifty_rate", lab_thrifty_rate)):
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"{name} must be within [0, 1], got {rate}")
+    unknown = set(marked_skills) - set(SKILLS)
+    if unknown:
+        raise ValueError(f"unknown skills {sorted(unknown)} in marked_skills; valid: {', '.join(SKILLS)}")
     rng = random.Random(shuffle_seed)
     scientist: list[Transcript] = []
     lab: list[Transcript] = []
@@ -147,7 +151,8 @@ def collect_transcripts(
         sci, lab_t, log = record_episode(seed, template, difficulty, agent=agent, lab_manager=lab_agent,
                                          max_rounds=max_rounds)
         for chance in skill_chances(log):
-            sci[chance.turn]["skill_chance"] = True
+            if chance.skill in marked_skills:
+                sci[chance.turn]["skill_chance"] = True
             chances[chance.skill] += 1
             uses[chance.skill] += chance.used
         scientist.append(sci)
@@ -161,7 +166,7 @@ def collect_transcripts(
         skill_uses=uses,
         examples_scientist=sum(map(len, scientist)),
         examples_lab_manager=sum(map(len, lab)),
-        chance_turns=sum(1 for t in scientist for ex in t if is_skill_chance(ex)),
+        chance_turns=sum(chances.values()),
         chance_turns_used=sum(uses.values()),
         seeds=tuple(train_seeds(n_seeds)),
         mean_reward_recorded=sum(recorded_rewards) / max(1, len(recorded_rewards)),

@@ -255,6 +255,25 @@ def test_decision_turns_are_the_skill_chances_answered_both_ways() -> None:
     assert {c.turn for c in skill_chances(log)} and max(c.turn for c in skill_chances(log)) < len(examples)
 
 
+def test_marked_skills_mark_only_their_chances_and_keep_the_transcripts() -> None:
+    """``marked_skills`` marks the chances of the named skills alone; the transcripts, their order and the stats
+    are those of every skill marked, so a narrower mark changes nothing the build or its fingerprint sees."""
+    from training.model.sft_data import is_skill_chance
+
+    sci, lab, stats = collect_transcripts(4, skill_rate=0.5)
+    only, only_lab, only_stats = collect_transcripts(4, skill_rate=0.5, marked_skills=("defend",))
+    strip = [[{k: v for k, v in ex.items() if k != "skill_chance"} for ex in t] for t in sci]
+    assert strip == [[{k: v for k, v in ex.items() if k != "skill_chance"} for ex in t] for t in only]
+    assert only_lab == lab and only_stats == stats
+    marked = [(i, k) for i, t in enumerate(only) for k, ex in enumerate(t) if is_skill_chance(ex)]
+    every = [(i, k) for i, t in enumerate(sci) for k, ex in enumerate(t) if is_skill_chance(ex)]
+    assert 0 < len(marked) == stats.skill_chances["defend"] < len(every) and set(marked) < set(every)
+    assert all(json.loads(only[i][k]["completion"][0]["content"])["action_type"] in ("accept", "revise_protocol")
+               for i, k in marked)
+    with pytest.raises(ValueError, match="unknown skills"):
+        collect_transcripts(1, marked_skills=("persuade",))
+
+
 @pytest.mark.slow  # records the transcripts of many episodes (about 7 s)
 def test_transcript_scientists_decide_per_chance_independently_of_the_history() -> None:
     """Every episode trains both seats; each skill is used at about ``skill_rate`` of its chances, and whether a
