@@ -11,7 +11,9 @@ A grammar key (``grammar_key``) is a role's name (its plain grammar) or a bindin
   protocol and the method it cross-checked with, the plan on the table, the lab's suggestions and the stand-ins the
   lab's answers offered; under a technique, each item list starts with the items one of those plans lists under it
   (each, or a stand-in offered for it), in its order, so which technique to take is one choice
-  (``_scientist_bound``).  Numbers, questions and rationales stay the model's.
+  (``_scientist_bound``); a sample size is one its view stated (a plan's, the lab's suggested one, or the minimum
+  the brief's power analysis gives) and a schedule one a plan or a suggestion stated.  Questions and rationales
+  stay the model's.
 
 ``bound_schema`` applies a key's binding to its role's action schema."""
 
@@ -23,7 +25,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replicalab.agents.brief import cross_check_method, offered_stand_ins, published_protocol
+from replicalab.agents.brief import cross_check_method, minimum_sample_size, offered_stand_ins, published_protocol
 from replicalab.dialogue import suggestion_in
 from replicalab.models import LabManagerObservation, LabTechnique, ScientistObservation
 from replicalab.parsing import ACTION_MODELS
@@ -60,8 +62,9 @@ class NamedPlan(BaseModel):
 
 class ScientistBinding(BaseModel):
     """What a Scientist's grammar is bound to at one turn: the techniques, equipment, reagents and controls its
-    brief and the dialogue so far have named, and the plans that named each technique.  A Scientist writes only
-    names it was given, and under a technique, first the items a plan it was given lists under it."""
+    brief and the dialogue so far have named, the plans that named each technique, and the sample sizes and
+    schedules they stated.  A Scientist writes only names and numbers it was given, and under a technique, first
+    the items a plan it was given lists under it."""
 
     model_config = _FROZEN
 
@@ -71,6 +74,8 @@ class ScientistBinding(BaseModel):
     reagents: list[str]
     controls: list[str]
     plans: list[NamedPlan]
+    sample_sizes: list[int] = Field(default_factory=list)
+    durations: list[int] = Field(default_factory=list)
 
 
 Binding = Union[LabBinding, ScientistBinding]
@@ -100,12 +105,18 @@ def scientist_binding(view: ScientistObservation) -> ScientistBinding:
     plans = [published_protocol(view), cross_check_method(view)]
     if view.current_protocol is not None:
         plans.append(view.current_protocol.model_dump())
+    numbers: dict[str, set[int]] = {"sample_size": {minimum_sample_size(view)}, "duration_days": set()}
+    for plan in plans:
+        for field, found in numbers.items():
+            found.add(plan.get(field, 0))
     for entry in view.conversation_history:
         if entry.role == "lab_manager" and (suggested := suggestion_in(entry.message)):
             plans.append({"technique": suggested.get("technique", ""),
                           **{field: suggested.get(name, "").split(_LIST_SEPARATOR) for name, field in
                              (("equipment", "required_equipment"), ("reagents", "required_reagents"),
                               ("controls", "controls"))}})
+            for field, found in numbers.items():
+                found.add(int(suggested[field]) if suggested.get(field, "").isdigit() else 0)
     plans = [plan for plan in plans if plan.get("technique")]
     for plan in plans:
         named["technique"].add(plan["technique"])
@@ -125,7 +136,9 @@ def scientist_binding(view: ScientistObservation) -> ScientistBinding:
         named_plan = NamedPlan(technique=plan["technique"], **slots)
         tied.setdefault(named_plan.model_dump_json(), named_plan)
     return ScientistBinding(techniques=clean["technique"], equipment=clean["required_equipment"],
-                            reagents=clean["required_reagents"], controls=clean["controls"], plans=list(tied.values()))
+                            reagents=clean["required_reagents"], controls=clean["controls"], plans=list(tied.values()),
+                            sample_sizes=sorted(n for n in numbers["sample_size"] if n > 0),
+                            durations=sorted(n for n in numbers["duration_days"] if n > 0))
 
 
 def grammar_key(role: str, view: Optional[Union[LabManagerObservation, ScientistObservation]] = None) -> str:
@@ -173,13 +186,14 @@ def _scientist_bound(schema: dict[str, Any], binding: ScientistBinding) -> dict[
     bound = copy.deepcopy(schema)
     props = bound["properties"]
     for field, names in (("technique", binding.techniques), ("required_equipment", binding.equipment),
-                         ("required_reagents", binding.reagents), ("controls", binding.controls)):
+                         ("required_reagents", binding.reagents), ("controls", binding.controls),
+                         ("sample_size", binding.sample_sizes), ("duration_days", binding.durations)):
         if not names:
             continue
         if props[field].get("type") == "array":
             props[field] = {**props[field], "items": {"enum": list(names)}}
         else:
-            props[field] = {**{k: v for k, v in props[field].items() if k not in ("type", "maxLength")},
+            props[field] = {**{k: v for k, v in props[field].items() if k not in ("type", "maxLength", "minimum")},
                             "enum": list(names)}
     if not binding.plans:
         return bound

@@ -11,7 +11,13 @@ import torch
 from grammar_checks import refused_tokens
 
 from replicalab import ReplicaLabEnv, run_episode
-from replicalab.agents.brief import cross_check_method, last_suggestion, offered_stand_ins, published_protocol
+from replicalab.agents.brief import (
+    cross_check_method,
+    last_suggestion,
+    minimum_sample_size,
+    offered_stand_ins,
+    published_protocol,
+)
 from replicalab.episode import replayed_views
 from replicalab.lab import LAB_POLICIES
 from replicalab.models import ScientistAction
@@ -57,12 +63,17 @@ def _scripted_turns(seeds):
                                    pytest.param(VALIDATION_SEEDS[1:11], marks=pytest.mark.slow)])
 def test_every_scripted_scientist_writes_only_names_its_view_gave_it(seeds):
     """Each seated scripted Scientist (every skill combination and the random one), against each scripted lab,
-    writes only techniques, items and controls its turn's binding holds; the binding holds the brief's two
+    writes only techniques, items and controls its turn's binding holds, and each but the random one only sample
+    sizes and schedules it holds (the defender's minimum among them); the binding holds the brief's two
     techniques, the lab's latest suggested technique and every stand-in an answer offered."""
-    turns = stand_ins = suggested = 0
+    turns = stand_ins = suggested = at_minimum = 0
     for name, view, action in _scripted_turns(seeds):
         binding = scientist_binding(view)
         assert not _outside(action, binding), (name, _outside(action, binding))
+        if name != "random" and action.get("action_type") in ("propose_protocol", "revise_protocol"):
+            assert action["sample_size"] in binding.sample_sizes, (name, action["sample_size"], binding.sample_sizes)
+            assert action["duration_days"] in binding.durations, (name, action["duration_days"], binding.durations)
+            at_minimum += action["sample_size"] == minimum_sample_size(view) != published_protocol(view)["sample_size"]
         assert {published_protocol(view)["technique"], cross_check_method(view)["technique"]} <= set(binding.techniques)
         if moved := last_suggestion(view).get("technique"):
             assert moved in binding.techniques
@@ -71,7 +82,8 @@ def test_every_scripted_scientist_writes_only_names_its_view_gave_it(seeds):
         assert set(offered) <= set(binding.equipment) | set(binding.reagents)
         stand_ins += len(offered)
         turns += 1
-    assert turns > 300 and suggested > 10 and stand_ins > 10, (turns, suggested, stand_ins)
+    assert turns > 300 and suggested > 10 and stand_ins > 10 and at_minimum > 10, (turns, suggested, stand_ins,
+                                                                                    at_minimum)
 
 
 def _first_view(seed=VALIDATION_SEEDS[0], template="cell_biology", difficulty="medium"):
@@ -79,9 +91,10 @@ def _first_view(seed=VALIDATION_SEEDS[0], template="cell_biology", difficulty="m
 
 
 def test_a_scientists_grammar_refuses_a_name_it_was_not_given(default_policy):
-    """Bound to its first view, a Scientist's grammar allows the brief's protocol, its cross-check, a question and
-    an accept, and refuses an invented technique, item or control and an item of one kind in the other's list;
-    the role's plain grammar allows each of them."""
+    """Bound to its first view, a Scientist's grammar allows the brief's protocol, its cross-check, the protocol at
+    the power analysis's minimum sample size, a question and an accept, and refuses an invented technique, item or
+    control, an item of one kind in the other's list, and a sample size or schedule the view never stated; the
+    role's plain grammar allows each of them."""
     view = _first_view()
     binding, key = scientist_binding(view), grammar_key("scientist", view)
     published, cross = published_protocol(view), cross_check_method(view)
@@ -91,8 +104,12 @@ def test_a_scientists_grammar_refuses_a_name_it_was_not_given(default_policy):
     allowed = [ScientistAction(action_type="propose_protocol", rationale="As published.", **plan),
                ScientistAction(action_type="revise_protocol", rationale="The cross-check.",
                                **{k: cross[k] for k in plan}),
+               ScientistAction(action_type="revise_protocol", rationale="At the minimum.",
+                               **{**plan, "sample_size": minimum_sample_size(view)}),
                ScientistAction(action_type="request_info", questions=["What can replace the incubator?"]),
                ScientistAction(action_type="accept")]
+    assert binding.sample_sizes == sorted({published["sample_size"], minimum_sample_size(view)})
+    assert set(binding.durations) == {published["duration_days"], cross["duration_days"]}
     for action in allowed:
         assert not refused_tokens(default_policy, key, format_action(action)), action
     reagent, equipment = binding.reagents[0], binding.equipment[0]
@@ -101,7 +118,8 @@ def test_a_scientists_grammar_refuses_a_name_it_was_not_given(default_policy):
                 {"required_reagents": [*plan["required_reagents"], "unobtainium"]},
                 {"controls": [*plan["controls"], "padding_control"]},
                 {"required_equipment": [equipment, reagent]},
-                {"required_reagents": [reagent, equipment]}]
+                {"required_reagents": [reagent, equipment]},
+                {"sample_size": max(binding.sample_sizes) + 7}, {"duration_days": max(binding.durations) + 3}]
     for change in invented:
         text = format_action(ScientistAction(action_type="propose_protocol", rationale="x", **{**plan, **change}))
         assert refused_tokens(default_policy, key, text), change
@@ -122,8 +140,8 @@ def test_each_reply_of_a_trajectory_is_scored_under_its_own_turns_grammar(defaul
     encode = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
     accept = encode(format_action(ScientistAction(action_type="accept"))) + [stop]
     between = encode(" The lab answered.")
-    revise = encode(format_action(ScientistAction(action_type="revise_protocol", sample_size=3, rationale="x",
-                                                  technique="lab_only_technique"))) + [stop]
+    revise = encode(format_action(ScientistAction(action_type="revise_protocol", sample_size=first.sample_sizes[0],
+                                                  rationale="x", technique="lab_only_technique"))) + [stop]
     ids = accept + between + revise
     row, model = torch.tensor([ids]), torch.tensor([[1] * len(accept) + [0] * len(between) + [1] * len(revise)])
 
