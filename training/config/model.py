@@ -61,8 +61,8 @@ class SamplingConfig(BaseModel):
         "outside it get probability zero and the trainer scores under the same mask (hf engine only)."))
     bound_roles: list[AgentRole] = Field(default_factory=lambda: ["lab_manager"], description=(
         "With constrained: the roles whose grammar is bound to the names their own view gave them (a Lab "
-        "Manager's to what its lab can offer, from its first view; a Scientist's to what its brief and the "
-        "dialogue so far have named, at each turn); the others decode under their role's plain grammar."))
+        "Manager's to what its lab can offer, from its first view; a Scientist's to the names and numbers its "
+        "brief and the dialogue so far have stated, at each turn); the others decode under their role's plain grammar."))
 
 
 class VLLMConfig(BaseModel):

@@ -12,8 +12,8 @@ therefore exactly from the policy's distribution renormalised over the allowed t
 model token under the same mask (``completion_masks``, from the tokens before it in its reply), so the recorded and
 the trained log-probs are the same number.
 
-The grammar fixes the form and the names a seat can write; which action, which flags, whether to suggest or revise,
-which of the names, and the numbers are the model's.
+The grammar fixes the form and the names a seat can write (and a bound Scientist's numbers: the ones its view
+stated); which action, which flags, whether to suggest or revise, and which of the names and numbers are the model's.
 The rules a schema cannot state (``feasible`` is the AND of the flags, accept needs feasible, ...) are still the
 parser's and the environment's; a reply cut by ``max_new_tokens`` before its object closes still fails to parse.
 """
