@@ -5,7 +5,8 @@ pairing and what decides its episodes (``play_key``), then its EpisodeLogs in jo
 a temporary name and renamed, so a pairing is kept whole or not at all.  A later evaluation into the same ``out``
 plays only the pairings it lacks, and one with more agents or Lab Managers plays only the new pairings.  A kept
 pairing that the evaluation would play again under other settings (seeds, decoding, a model's weights) is left
-as it is, and the evaluation stops before playing anything with one line: give a new ``out``.
+as it is, and the evaluation stops before playing anything with one line: give a new ``out``.  The code that
+played a pairing is not in its key: after changing the game, its prompts or the decoding code, give a new ``out``.
 """
 
 from __future__ import annotations

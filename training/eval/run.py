@@ -156,7 +156,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
 
     from training.eval.report import plot_report, report_markdown
     from training.model.validate import resolve_chat_template, validate_seats
-    from training.tracking import RunLogger
+    from training.tracking import EPISODES_FILE, METRICS_FILE, RunLogger, truncate_jsonl
 
     validate_seats([*cfg.agents, *cfg.lab_managers], chat_template=resolve_chat_template(cfg.chat_template))
     out = Path(cfg.out)
@@ -190,6 +190,8 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True) -> dict[str, Any]:
     (out / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (out / "report.md").write_text(report_markdown(report), encoding="utf-8")
     plots = plot_report(report, out)
+    for name in (METRICS_FILE, EPISODES_FILE):  # the logs of this evaluation alone, as report.json is
+        truncate_jsonl(out / name, 0)
     with RunLogger(out, cfg) as logger:
         flat = {f"{METRIC_PREFIXES[cfg.split]}/{spec}/{k}": v for spec, a in report["agents"].items()
                 for k, v in a["overall"].items() if isinstance(v, (int, float))}

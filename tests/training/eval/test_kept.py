@@ -58,6 +58,8 @@ def test_an_interrupted_evaluation_resumes_with_the_report_of_an_uninterrupted_o
     played.clear()
     again = eval_run.run_eval(config(tmp_path / "cut"), progress=False)  # everything kept: nothing plays
     assert played == [] and again["cross_play"] == whole["cross_play"]
+    for name in ("episodes.jsonl", "metrics.jsonl"):  # each run's logs are its own, never appended twice
+        assert (tmp_path / "cut" / name).read_text() == (tmp_path / "whole" / name).read_text()
 
 
 def test_a_wider_evaluation_plays_only_its_new_pairings(tmp_path, plays):
