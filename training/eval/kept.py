@@ -78,9 +78,9 @@ class KeptPairings:
             header = self._header(lab, spec)
             if header is None:
                 continue
-            if header.get("key") != _seat_key(self.key, lab, spec):
-                changed = sorted(k for k, v in _seat_key(self.key, lab, spec).items()
-                                 if header.get("key", {}).get(k) != v)
+            expected, found = _seat_key(self.key, lab, spec), header.get("key", {})
+            if found != expected:
+                changed = sorted(k for k, v in expected.items() if found.get(k) != v)
                 raise UserInputError(
                     f"{self.root} holds the pairing {spec}{VS}{lab} played with other "
                     f"{', '.join(changed) or 'settings'}; give a new out, or move that folder away to play it again")
