@@ -1,12 +1,19 @@
 """Where the defend skill's worth lies: its opening at the minimum sample size, its counter, and the counter's numbers.
 
-    python benchmarks/defend_parts.py [--seeds 60] [--lab thrifty]
+    python benchmarks/defend_parts.py [--seeds 60] [--lab thrifty] [--model DIR [--model-seeds 10]]
 
 Scripted Scientists on validation seeds (every template x difficulty) against one scripted lab: the naive one, the
 defender, the defender's two parts alone (the opening at the brief's minimum sample size; the counter to a cut, with
 the opening as published), and the counter written with the published sample size or schedule in place of the
 minimum and the lab's days (what a seat that copies its own plan's numbers writes).  Each row's mean reward, the
 agreement rate and the mean rounds, and its paired difference from naive on the same episodes.
+
+With ``--model``, also what that model's Scientist seat would write at those counters, in the counter-only
+Scientist's own chats (its opening is the published protocol, so its plan's numbers are not the counter's), on the
+first ``--model-seeds`` validation seeds per cell: the model's teacher-forced probability of each number of the
+counter, the defender's (the minimum sample size, the suggestion's days) and the plan's in its place, each given the
+reply before it.  Under the numbers binding sampling picks among the numbers the view states, so the defender's share
+of the two is about the share of counters that would carry its numbers.
 """
 
 from __future__ import annotations
@@ -68,12 +75,55 @@ ROWS: dict[str, Callable[[], SkilledScientist]] = {
 }
 
 
+def counter_numbers(model: str, grid: list, lab: str) -> dict[str, list[tuple[float, float]]]:
+    """At each counter of the counter-only Scientist's chats on ``grid``: the model's probability of the defender's
+    sample size and days and of the plan's in their place, each given the reply before it (teacher-forced), per
+    number where the two differ."""
+    import json
+
+    from replicalab import generate_scenario
+    from replicalab.lab import ScriptedLabManager
+    from replicalab.models import ScientistAction
+    from replicalab.parsing import format_action
+    from replicalab.skill_use import skill_chances
+    from training.bench.policy import _reply_logprobs, field_probabilities
+    from training.model.model_path import check_model_path
+    from training.model.sft_data import record_episode
+    from training.rollout.policy import PolicyModel
+
+    policy = PolicyModel(check_model_path(model), device="cpu")
+    out: dict[str, list[tuple[float, float]]] = {}
+    for s, t, d in grid:
+        lab_manager = ScriptedLabManager(generate_scenario(s, t, d), lab)
+        examples, _, log = record_episode(s, t, d, agent=CounterOnly(), lab_manager=lab_manager)
+        for chance in skill_chances(log):
+            if chance.skill != "defend" or not chance.used:
+                continue
+            turn = examples[chance.turn]
+            prompt = policy.encode_chat(turn["prompt"])
+            counter = json.loads(turn["completion"][0]["content"])
+            own = [json.loads(e["completion"][0]["content"]) for e in examples[:chance.turn]]
+            previous = next(a for a in reversed(own) if "sample_size" in a)  # its plan on the table
+            for name in ("sample_size", "duration_days"):
+                if previous[name] == counter[name]:
+                    continue
+                pair = []
+                for value in (counter[name], previous[name]):
+                    reply = format_action(ScientistAction(**{**counter, name: value}))
+                    logp, ends = _reply_logprobs(policy, prompt, reply)
+                    pair.append(field_probabilities(reply, logp, ends)[name])
+                out.setdefault(name, []).append(tuple(pair))
+    return out
+
+
 def main() -> int:
     from training.argtypes import positive_int
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=positive_int, default=60, help="validation seeds per cell")
     parser.add_argument("--lab", default="thrifty", choices=LAB_POLICIES)
+    parser.add_argument("--model", default=None, help="a model whose Scientist seat's counters to measure")
+    parser.add_argument("--model-seeds", type=positive_int, default=10, help="validation seeds per cell for --model")
     args = parser.parse_args()
     env = ReplicaLabEnv()
     grid = [(s, t, d) for t, d in cells() for s in VALIDATION_SEEDS[:args.seeds]]
@@ -88,6 +138,15 @@ def main() -> int:
         print(f"| {name} | {statistics.fmean(rewards):.2f} | {gain:+.2f} | "
               f"{statistics.fmean(log.agreement_reached for log in played):.2f} | "
               f"{statistics.fmean(log.rounds_used for log in played):.2f} |")
+    if args.model:
+        probs = counter_numbers(args.model, [g for g in grid if g[0] in VALIDATION_SEEDS[:args.model_seeds]], args.lab)
+        print(f"\n{args.model} at the counter-only Scientist's counters, teacher-forced: P(the number | the reply "
+              "before it), where the defender's and the plan's differ\n")
+        print("| number | counters | P(the defender's) | P(the plan's) | share where the defender's is likelier |\n"
+              "|---|---|---|---|---|")
+        for name, pairs in probs.items():
+            print(f"| {name} | {len(pairs)} | {statistics.fmean(a for a, _ in pairs):.3f} | "
+                  f"{statistics.fmean(b for _, b in pairs):.3f} | {statistics.fmean(a > b for a, b in pairs):.2f} |")
     return 0
 
 

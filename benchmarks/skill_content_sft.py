@@ -2,11 +2,13 @@
 model on the Scientist's turns at the skills' chances, then measure it with ``replicalab bench policy``.
 
     python benchmarks/skill_content_sft.py --out DIR [--model DIR] [--steps 600] [--seeds 300] [--skills defend]
+                                          [--counters]
 
 The rows are the turns at a skill's chance (of every skill, or of ``--skills`` alone) of freshly recorded
 transcripts (the recipe's per-chance Scientist: each skill used at each chance with probability 0.5, so the
 decision stays open both ways), each a
-prompt/completion example with its loss on that reply, and as many whole chats of both seats (the recipe's
+prompt/completion example (with ``--counters``, only the defend skill's counters whose sample size or days differ
+from the Scientist's plan on the table: the numbers a seat that copies its own plan gets wrong) with its loss on that reply, and as many whole chats of both seats (the recipe's
 examples, so the seats keep the rest of their play).  The copy is written to ``--out`` with a record of its source
 and these options (``skill_content_sft.json``; it is no recipe build, so it has no ``build_info.json``);
 ``replicalab bench policy --model DIR`` then gives each field's probability at the chances next to the source's.
@@ -22,6 +24,22 @@ from pathlib import Path
 #: The recipe's transcripts are shuffled with seed 0; these use other coins on the same training seeds.
 DECISION_SEED, REPLAY_SEED = 1, 2
 FINE_TUNE_FILE = "skill_content_sft.json"
+
+
+def _reply(example: dict) -> dict:
+    return json.loads(example["completion"][0]["content"])
+
+
+def _counter_off_plan(transcript: list, k: int) -> bool:
+    """Whether turn ``k`` is a defend counter whose sample size or days differ from the plan on the table (the
+    Scientist's latest own protocol)."""
+    from replicalab.agents.skilled import COUNTER_RATIONALE
+
+    reply = _reply(transcript[k])
+    if reply.get("rationale") != COUNTER_RATIONALE:
+        return False
+    plan = next(r for r in map(_reply, reversed(transcript[:k])) if "sample_size" in r)
+    return any(reply[name] != plan[name] for name in ("sample_size", "duration_days"))
 
 
 def main() -> int:
@@ -42,6 +60,8 @@ def main() -> int:
     parser.add_argument("--steps", type=positive_int, default=600)
     parser.add_argument("--seeds", type=positive_int, default=300, help="training seeds per cell of the transcripts")
     parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
+    parser.add_argument("--counters", action="store_true",
+                        help="rows: only the defend counters whose numbers differ from the plan on the table")
     parser.add_argument("--skills", default=",".join(SKILLS),
                         help=f"comma-separated skills whose chances give the rows (default: {','.join(SKILLS)})")
     args = parser.parse_args()
@@ -64,13 +84,14 @@ def main() -> int:
                                               lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds,
                                               marked_skills=skills)
     decisions = [tokenize_example(tokenizer, t[k]) for t in scientist for k in range(1, len(t))
-                 if is_skill_chance(t[k])]
+                 if is_skill_chance(t[k]) and (not args.counters or _counter_off_plan(t, k))]
     replay_sci, replay_lab, _ = collect_transcripts(args.seeds, skill_rate=cfg.skill_rate, shuffle_seed=REPLAY_SEED,
                                                     lab_thrifty_rate=cfg.lab_thrifty_rate, max_rounds=cfg.max_rounds)
     replay = [tokenize_example(tokenizer, ex) for _, ex in training_examples(replay_sci, replay_lab)]
     random.Random(REPLAY_SEED).shuffle(replay)
     rows = decisions + replay[:len(decisions)]
-    print(f"{len(decisions)} turns at a chance of {'+'.join(skills)} (uses {stats.skill_uses} of "
+    what = "defend counters off the plan" if args.counters else f"turns at a chance of {'+'.join(skills)}"
+    print(f"{len(decisions)} {what} (uses {stats.skill_uses} of "
           f"{stats.skill_chances}) and "
           f"{len(decisions)} whole chats; {args.steps} steps at learning rate {args.learning_rate}")
     result = run_sft(model, tokenizer, rows, cfg.sft, max_length=max(len(r["input_ids"]) for r in rows),
