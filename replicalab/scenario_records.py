@@ -18,8 +18,10 @@ from replicalab.models import Protocol
 #: authors cross-checked with, then the published protocol (last).
 CROSS_CHECK_MARKER = "Cross-checked with:"
 PUBLISHED_MARKER = "Published protocol:"
-#: The key finding's last sentence: the smallest sample size a power analysis allows (in prose, not JSON).
-POWER_STATEMENT = "A power analysis for this effect calls for at least {n} {unit}."
+#: The key finding's last sentence: the smallest sample size a power analysis allows, in prose and then under the
+#: key a protocol writes it with (compact JSON, as the method's protocols), so a seat that copies a number from its
+#: brief can copy this one where a counter needs it.
+POWER_STATEMENT = 'A power analysis for this effect calls for at least {n} {unit}: {{"sample_size":{n}}}.'
 
 
 @lru_cache(maxsize=1 << 14)

@@ -94,7 +94,7 @@ def last_lab_manager_action(obs: ScientistObservation) -> str | None:
 
 
 def minimum_sample_size(obs: ScientistObservation) -> int:
-    """The smallest sample size the brief's power analysis allows (its key finding, in prose); 0 if unstated."""
+    """The smallest sample size the brief's power analysis allows (its key finding's last sentence); 0 if unstated."""
     found = _POWER.search(obs.paper_key_finding)
     return int(found.group(1)) if found else 0
 

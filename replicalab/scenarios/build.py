@@ -11,8 +11,8 @@ feasible reference protocol so that every scenario is solvable:
 - hard:   the paper's technique is blocked (safety rule or missing equipment) and budget and time are
           tight; the lab's preferred alternative is a low-fidelity technique.
 
-The key finding states, in prose, the smallest sample size a power analysis allows (the judge's
-minimum).  The paper's method states the published protocol and, as what it changes in that protocol, the
+The key finding states the smallest sample size a power analysis allows (the judge's minimum), in prose and as
+``{"sample_size":N}``.  The paper's method states the published protocol and, as what it changes in that protocol, the
 orthogonal method the authors cross-checked their readout with (the close substitute of the hidden reference):
 its technique, the equipment and reagents it swaps out and in (its first-option items for the published
 technique's own; the paper's critical items stay) and its duration where that differs.  A Scientist that reads
