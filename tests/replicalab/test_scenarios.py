@@ -152,3 +152,15 @@ def test_reader_revises_to_the_cross_check_protocol_as_written():
                     assert {k: action[k] for k in method} == method
                     assert action["rationale"] == CROSS_CHECK_RATIONALE
     assert revisions > 0
+
+
+@pytest.mark.parametrize("template, difficulty", CELLS)
+def test_the_key_finding_states_the_judges_minimum_in_prose_and_under_its_key(template, difficulty):
+    import json
+
+    for seed in TRAIN_SEEDS[:50]:
+        s = generate_scenario(seed, template, difficulty)
+        minimum = s.reference.min_sample_size
+        prose, _, keyed = s.paper_key_finding.rpartition(": ")
+        assert prose.endswith(f"at least {minimum} {prose.split()[-1]}")
+        assert json.loads(keyed.removesuffix(".")) == {"sample_size": minimum}
