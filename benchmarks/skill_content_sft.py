@@ -8,8 +8,9 @@ The rows are the turns at a skill's chance (of every skill, or of ``--skills`` a
 transcripts (the recipe's per-chance Scientist: each skill used at each chance with probability 0.5, so the
 decision stays open both ways), each a
 prompt/completion example (with ``--counters``, only the defend skill's counters whose sample size or days differ
-from the Scientist's plan on the table: the numbers a seat that copies its own plan gets wrong) with its loss on that reply, and as many whole chats of both seats (the recipe's
-examples, so the seats keep the rest of their play).  The copy is written to ``--out`` with a record of its source
+from the Scientist's plan on the table: the numbers a seat that copies its own plan gets wrong) with its loss on
+that reply, and as many whole chats of both seats (the recipe's examples, so the seats keep the rest of their
+play).  The copy is written to ``--out`` with a record of its source
 and these options (``skill_content_sft.json``; it is no recipe build, so it has no ``build_info.json``);
 ``replicalab bench policy --model DIR`` then gives each field's probability at the chances next to the source's.
 """
@@ -68,6 +69,8 @@ def main() -> int:
     skills = tuple(s.strip() for s in args.skills.split(",") if s.strip())
     if not skills or set(skills) - set(SKILLS):
         raise SystemExit(f"--skills {args.skills!r}: name one or more of {', '.join(SKILLS)}, comma-separated")
+    if args.counters and "defend" not in skills:
+        raise SystemExit(f"--counters takes the defend skill's counters; --skills {args.skills!r} leaves it out")
     source = Path(args.model or resolve_default_model())
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
