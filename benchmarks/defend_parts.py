@@ -75,7 +75,7 @@ ROWS: dict[str, Callable[[], SkilledScientist]] = {
 }
 
 
-def counter_numbers(model: str, grid: list, lab: str) -> dict[str, list[tuple[float, float]]]:
+def counter_numbers(path: str, grid: list, lab: str) -> dict[str, list[tuple[float, float]]]:
     """At each counter of the counter-only Scientist's chats on ``grid``: the model's probability of the defender's
     sample size and days and of the plan's in their place, each given the reply before it (teacher-forced), per
     number where the two differ."""
@@ -87,11 +87,10 @@ def counter_numbers(model: str, grid: list, lab: str) -> dict[str, list[tuple[fl
     from replicalab.parsing import format_action
     from replicalab.skill_use import skill_chances
     from training.bench.policy import _reply_logprobs, field_probabilities
-    from training.model.model_path import check_model_path
-    from training.model.sft_data import record_episode
+    from training.model.sft_data import plan_before, record_episode
     from training.rollout.policy import PolicyModel
 
-    policy = PolicyModel(check_model_path(model), device="cpu")
+    policy = PolicyModel(path, device="cpu")
     out: dict[str, list[tuple[float, float]]] = {}
     for s, t, d in grid:
         lab_manager = ScriptedLabManager(generate_scenario(s, t, d), lab)
@@ -102,8 +101,7 @@ def counter_numbers(model: str, grid: list, lab: str) -> dict[str, list[tuple[fl
             turn = examples[chance.turn]
             prompt = policy.encode_chat(turn["prompt"])
             counter = json.loads(turn["completion"][0]["content"])
-            own = [json.loads(e["completion"][0]["content"]) for e in examples[:chance.turn]]
-            previous = next(a for a in reversed(own) if "sample_size" in a)  # its plan on the table
+            previous = plan_before(examples, chance.turn)
             for name in ("sample_size", "duration_days"):
                 if previous[name] == counter[name]:
                     continue
@@ -116,6 +114,17 @@ def counter_numbers(model: str, grid: list, lab: str) -> dict[str, list[tuple[fl
     return out
 
 
+def _model_path(name: str) -> str:
+    """``--model`` checked before anything plays; a bad one stops the script with one line."""
+    from training.errors import UserInputError
+    from training.model.model_path import check_model_path
+
+    try:
+        return check_model_path(name)
+    except UserInputError as err:
+        raise SystemExit(f"--model: {err}") from None
+
+
 def main() -> int:
     from training.argtypes import positive_int
 
@@ -125,6 +134,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="a model whose Scientist seat's counters to measure")
     parser.add_argument("--model-seeds", type=positive_int, default=10, help="validation seeds per cell for --model")
     args = parser.parse_args()
+    model = _model_path(args.model) if args.model else None
     env = ReplicaLabEnv()
     grid = [(s, t, d) for t, d in cells() for s in VALIDATION_SEEDS[:args.seeds]]
     logs = {name: [run_episode(env, make(), args.lab, seed=s, template=t, difficulty=d) for s, t, d in grid]
@@ -138,8 +148,8 @@ def main() -> int:
         print(f"| {name} | {statistics.fmean(rewards):.2f} | {gain:+.2f} | "
               f"{statistics.fmean(log.agreement_reached for log in played):.2f} | "
               f"{statistics.fmean(log.rounds_used for log in played):.2f} |")
-    if args.model:
-        probs = counter_numbers(args.model, [g for g in grid if g[0] in VALIDATION_SEEDS[:args.model_seeds]], args.lab)
+    if model:
+        probs = counter_numbers(model, [g for g in grid if g[0] in VALIDATION_SEEDS[:args.model_seeds]], args.lab)
         print(f"\n{args.model} at the counter-only Scientist's counters, teacher-forced: P(the number | the reply "
               "before it), where the defender's and the plan's differ\n")
         print("| number | counters | P(the defender's) | P(the plan's) | share where the defender's is likelier |\n"

@@ -27,19 +27,15 @@ DECISION_SEED, REPLAY_SEED = 1, 2
 FINE_TUNE_FILE = "skill_content_sft.json"
 
 
-def _reply(example: dict) -> dict:
-    return json.loads(example["completion"][0]["content"])
-
-
 def _counter_off_plan(transcript: list, k: int) -> bool:
-    """Whether turn ``k`` is a defend counter whose sample size or days differ from the plan on the table (the
-    Scientist's latest own protocol)."""
+    """Whether turn ``k`` is a defend counter whose sample size or days differ from the plan on the table."""
     from replicalab.agents.skilled import COUNTER_RATIONALE
+    from training.model.sft_data import plan_before
 
-    reply = _reply(transcript[k])
+    reply = json.loads(transcript[k]["completion"][0]["content"])
     if reply.get("rationale") != COUNTER_RATIONALE:
         return False
-    plan = next(r for r in map(_reply, reversed(transcript[:k])) if "sample_size" in r)
+    plan = plan_before(transcript, k)
     return any(reply[name] != plan[name] for name in ("sample_size", "duration_days"))
 
 

@@ -11,6 +11,7 @@ assistant messages all carry the loss).  Seeds come only from ``TRAIN_SEEDS``.  
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -185,6 +186,12 @@ def turn_example(transcript: Transcript, k: int) -> dict[str, list[dict[str, str
 def conversation_example(transcript: Transcript) -> dict[str, list[dict[str, str]]]:
     """The whole chat of one seat in one episode (``turn_example`` of its last turn)."""
     return turn_example(transcript, -1)
+
+
+def plan_before(transcript: Transcript, k: int) -> dict:
+    """The Scientist's plan on the table at turn ``k``: its latest own protocol before it, as reply fields."""
+    replies = (json.loads(e["completion"][0]["content"]) for e in reversed(transcript[:k]))
+    return next(r for r in replies if "sample_size" in r)
 
 
 def is_skill_chance(example: Example) -> bool:
