@@ -57,7 +57,7 @@ def build_coin_model(out: Path, texts: list[str]) -> Path:
     from training.model.default import make_model
     from training.model.tokenizer import save_and_verify, train_tokenizer
 
-    from tests.conftest import POLICY_TINY_ARCH, POLICY_WIDE_CONTEXT
+    from tiny_arch import POLICY_TINY_ARCH, POLICY_WIDE_CONTEXT
 
     tokenizer = train_tokenizer(texts, vocab_size=400, min_frequency=1)
     tokenizer.add_tokens(list(COIN_REPLIES))

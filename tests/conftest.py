@@ -15,12 +15,11 @@ from typing import Iterator
 
 import pytest
 
+from tiny_arch import POLICY_TINY_ARCH, POLICY_WIDE_CONTEXT
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-#: Architecture of the synthetic test checkpoint (tiny: builds in well under a second).
-POLICY_TINY_ARCH = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                        num_key_value_heads=2, max_position_embeddings=512, copy_circuit=False)
 #: SFT steps of ``policy_sft_model_dir``.
 POLICY_SFT_STEPS = 4
 
@@ -145,10 +144,6 @@ def policy_sft_model_dir(policy_tiny_model_dir: Path, tmp_path_factory: pytest.T
     model.save_pretrained(str(out))
     (out / "sft_changed.txt").write_text(f"{changed}/{len(before)}\n")
     return out
-
-
-#: Context window of ``policy_wide_model_dir`` (game prompts run to ~1.5k tokens with the tiny tokenizer).
-POLICY_WIDE_CONTEXT = 4096
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,13 @@
 tests only: seconds) and play its untrained tokenizer and weights (fast tests).
 
 ``TINY_RECIPE`` is the real build -- tokenizer, both SFT phases, the seat check -- on ``POLICY_TINY_ARCH`` (the
-shared tiny architecture, tests/conftest.py) with a context that holds a whole game prompt, one training seed and
+shared tiny architecture, tests/tiny_arch.py) with a context that holds a whole game prompt, one training seed and
 one step per SFT phase: it checks the pipeline, not the model's quality.
 """
 
 from __future__ import annotations
 
-from conftest import POLICY_TINY_ARCH, POLICY_WIDE_CONTEXT
+from tiny_arch import POLICY_TINY_ARCH, POLICY_WIDE_CONTEXT
 from training.config.model import ArchitectureConfig, DefaultModelConfig, SFTHyperParams
 
 TINY_RECIPE = DefaultModelConfig(
