@@ -16,6 +16,10 @@ SUGGESTED_MARKER = " Suggested: "
 
 #: Suggestion fields of a LabManagerAction (``suggested_<name>``), in the order they are shown.
 SUGGESTION_FIELDS = ("technique", "sample_size", "controls", "duration_days", "equipment", "reagents")
+#: The protocol field (a ScientistAction's key) each suggestion field replaces, where the names differ.
+_PROTOCOL_KEYS = {"equipment": "required_equipment", "reagents": "required_reagents"}
+_LIST_FIELDS = ("controls", "equipment", "reagents")
+_NUMBER_FIELDS = ("sample_size", "duration_days")
 _SUGGESTION_ATTRIBUTES = tuple((name, f"suggested_{name}") for name in SUGGESTION_FIELDS)
 
 
@@ -83,4 +87,19 @@ def suggestion_in(message: str) -> dict[str, str]:
         name, eq, value = part.partition("=")
         if eq and name in SUGGESTION_FIELDS:
             out[name] = value
+    return out
+
+
+def suggested_fields(suggested: dict[str, str]) -> dict[str, object]:
+    """A suggestion as ``suggestion_in`` reads it, typed under the protocol keys a ScientistAction writes
+    (``{"duration_days": "5", "equipment": "a, b"}`` -> ``{"duration_days": 5, "required_equipment": ["a", "b"]}``),
+    in ``SUGGESTION_FIELDS`` order; a number that is not one is left out."""
+    out: dict[str, object] = {}
+    for name in SUGGESTION_FIELDS:
+        value = suggested.get(name)
+        if value is None or (name in _NUMBER_FIELDS and not value.isdigit()):
+            continue
+        typed = [v for v in value.split(", ") if v] if name in _LIST_FIELDS else \
+            int(value) if name in _NUMBER_FIELDS else value
+        out[_PROTOCOL_KEYS.get(name, name)] = typed
     return out

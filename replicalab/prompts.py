@@ -35,7 +35,8 @@ from replicalab.models import (
     ScientistObservation,
 )
 from replicalab.parsing import ACTION_MODELS, field_order, format_action
-from replicalab.dialogue import render_protocol, suggestion_in
+from replicalab.dialogue import render_protocol, suggested_fields, suggestion_in
+from replicalab.scenario_records import power_statement
 
 PromptObservation = Union[ScientistObservation, LabManagerObservation]
 Messages = list[dict[str, str]]
@@ -277,8 +278,10 @@ def _and(words: list[str]) -> str:
 def _change_lines(observation: ScientistObservation) -> list[str]:
     """What the Lab Manager's latest turn changed, stated plainly (empty unless the latest dialogue
     entry is the Lab Manager's).  A moved technique is its own sentence, first; the other suggested
-    fields are named (their values are in the Lab Manager's message).  Facts only: what to reply is the
-    Scientist's to work out."""
+    fields are named; then the suggested numbers, under the keys a reply writes them with
+    (``The lab's numbers: {"sample_size":12,"duration_days":5}.``): the message spells a suggestion's names as a
+    reply does, but its numbers after ``name=``, and a seat that copies a number by the key before it finds
+    the lab's only under the reply's key.  Facts only: what to reply is the Scientist's to work out."""
     history = observation.conversation_history
     if not history or history[-1].role != "lab_manager":
         return []
@@ -295,6 +298,10 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
     others = [noun for name, noun in _CHANGE_NOUNS.items() if name in suggested]
     if others:
         lines.append(f"The lab {'also ' if lines else ''}changed the {_and(others)}.")
+    typed = suggested_fields(suggested)
+    numbers = {name: typed[name] for name in field_order(ScientistAction) if isinstance(typed.get(name), int)}
+    if numbers:
+        lines.append(f"The lab's numbers: {json.dumps(numbers, separators=(',', ':'))}.")
     return lines
 
 
@@ -304,20 +311,21 @@ def followup_message(observation: PromptObservation, seen: int) -> dict[str, str
     already holds as the assistant's reply), the round and the current protocol, then, right before the
     reply: for the Scientist, what the Lab Manager's latest turn changed, in plain words ("The lab moved
     the technique from X to Y.", "The lab rejected the plan and offered no alternative."); for the Lab
-    Manager, the lab's check of the current protocol (``_check_line``).
+    Manager, the lab's check of the current protocol (``_check_line``).  The Scientist's ends with its
+    brief's power statement (``POWER_STATEMENT``, verbatim), beside the plan it may revise.
 
     The Scientist's follow-up names the current protocol in the dialogue's plain form, not as JSON:
     its chat already holds that protocol as its own JSON reply, and the only protocols written as JSON
-    in its chat stay the brief's two and its own, so a model copying a protocol field by field has
-    few places to copy from."""
+    in its chat stay the brief's two and its own (with the lab's suggested numbers and the power
+    analysis's minimum), so a model copying a protocol field by field has few places to copy from."""
     role = "scientist" if isinstance(observation, ScientistObservation) else "lab_manager"
     news = [_entry_line(e) for e in observation.conversation_history[seen:] if e.role != role]
     scientist = isinstance(observation, ScientistObservation)
-    changes = _change_lines(observation) if scientist else []
+    changes = [*_change_lines(observation), power_statement(observation.paper_key_finding)[0]] if scientist else []
     lines = [*(news or ["(no new messages)"]),
              f"Round {observation.round_number} of {observation.max_rounds}",
              _protocol_line(observation.current_protocol, plain=scientist),
-             *(changes if scientist else [_check_line(observation)]),
+             *(filter(None, changes) if scientist else [_check_line(observation)]),
              f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}"]
     return {"role": "user", "content": "\n".join(lines)}
 

@@ -8,6 +8,7 @@ convention.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -22,6 +23,13 @@ PUBLISHED_MARKER = "Published protocol:"
 #: key a protocol writes it with (compact JSON, as the method's protocols), so a seat that copies a number from its
 #: brief can copy this one where a counter needs it.
 POWER_STATEMENT = 'A power analysis for this effect calls for at least {n} {unit}: {{"sample_size":{n}}}.'
+_POWER = re.compile(re.escape(POWER_STATEMENT.split("{n}")[0]) + r'(\d+) [^:]*: \{"sample_size":\d+\}\.')
+
+
+def power_statement(text: str) -> tuple[str, int]:
+    """The ``POWER_STATEMENT`` sentence in ``text`` and its minimum sample size; ``("", 0)`` when it states none."""
+    found = _POWER.search(text)
+    return (found.group(0), int(found.group(1))) if found else ("", 0)
 
 
 @lru_cache(maxsize=1 << 14)

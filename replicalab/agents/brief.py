@@ -8,10 +8,9 @@ import re
 from replicalab.lab.answers import ALTERNATIVES_MARKER, ANSWERS_PREFIX
 from replicalab.lab.feasibility import UNUSABLE_REASONS
 from replicalab.models import ScientistObservation
-from replicalab.dialogue import suggestion_in
-from replicalab.scenario_records import CROSS_CHECK_MARKER, POWER_STATEMENT, PUBLISHED_MARKER
+from replicalab.dialogue import suggested_fields, suggestion_in
+from replicalab.scenario_records import CROSS_CHECK_MARKER, PUBLISHED_MARKER, power_statement
 
-_POWER = re.compile(re.escape(POWER_STATEMENT.split("{n}")[0]) + r"(\d+)")
 #: An answer's unusable item and the stand-ins it offers (``item: status; available alternatives: a, b``).
 _OFFERED = re.compile(r"([a-z0-9_]+): [^;|:]*" + re.escape(ALTERNATIVES_MARKER) + r"([a-z0-9_]+(?:, [a-z0-9_]+)*)")
 
@@ -95,8 +94,7 @@ def last_lab_manager_action(obs: ScientistObservation) -> str | None:
 
 def minimum_sample_size(obs: ScientistObservation) -> int:
     """The smallest sample size the brief's power analysis allows (its key finding's last sentence); 0 if unstated."""
-    found = _POWER.search(obs.paper_key_finding)
-    return int(found.group(1)) if found else 0
+    return power_statement(obs.paper_key_finding)[1]
 
 
 def lab_message(obs: ScientistObservation) -> str:
@@ -138,12 +136,5 @@ def suggested_plan(obs: ScientistObservation) -> dict:
     if plan is None or not suggested:
         return {}
     fields = {name: getattr(plan, name) for name in PROTOCOL_FIELDS}
-    lists = {"controls": "controls", "equipment": "required_equipment", "reagents": "required_reagents"}
-    for name, value in suggested.items():
-        if name in lists:
-            fields[lists[name]] = [v for v in value.split(", ") if v]
-        elif name in ("sample_size", "duration_days"):
-            fields[name] = int(value) if value.isdigit() else fields[name]
-        else:
-            fields[name] = value
+    fields.update(suggested_fields(suggested))
     return fields

@@ -213,26 +213,42 @@ def _scientist_followups(scientist: str, template: str, difficulty: str, seeds: 
 @pytest.mark.slow
 @pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
 def test_followup_states_what_the_lab_changed_right_before_the_reply(template: str) -> None:
-    """Every Scientist follow-up ends with a plain statement of the Lab Manager's latest turn and then
-    the reply instruction; a technique move is stated as such exactly when the suggestion moves it."""
-    from replicalab.dialogue import suggestion_in
+    """Every Scientist follow-up ends with a plain statement of the Lab Manager's latest turn, the lab's
+    suggested numbers under the reply's keys, the brief's power statement and then the reply instruction; a
+    technique move is stated as such exactly when the suggestion moves it."""
+    import json
 
+    from replicalab.dialogue import suggestion_in
+    from replicalab.scenario_records import POWER_STATEMENT
+
+    power = POWER_STATEMENT.split("{n}")[0]
+    numbered = 0
     for difficulty in ("medium", "hard"):
         for kind, text in _scientist_followups("reader+defender+asker", template, difficulty, range(30)):
             lines = text.splitlines()
             assert lines[-1].startswith("Your move as the Scientist.")
+            assert lines[-2].startswith(power) and lines[-2].endswith("}.")
+            minimum = json.loads(lines[-2].split(": ", 1)[1].removesuffix("."))
+            assert list(minimum) == ["sample_size"] and f"at least {minimum['sample_size']} " in lines[-2]
             moved = [line for line in lines if line.startswith("The lab moved the technique from ")]
-            assert bool(moved) == ("technique" in suggestion_in(text)), text
+            suggested = suggestion_in(text)
+            assert bool(moved) == ("technique" in suggested), text
             statement = {"accept": "The lab accepted the plan.",
                          "reject": "The lab rejected the plan and offered no alternative.",
                          "report_feasibility": "The lab reported on the plan and suggested no change."}
-            if kind == "suggest_alternative":
-                assert lines[-2].startswith(("The lab moved the technique", "The lab changed", "The lab also changed"))
+            numbers = {name: int(suggested[name]) for name in ("sample_size", "duration_days") if name in suggested}
+            if kind == "suggest_alternative" and numbers:
+                assert lines[-3] == f"The lab's numbers: {json.dumps(numbers, separators=(',', ':'))}."
+                assert lines[-4].startswith(("The lab moved the technique", "The lab changed", "The lab also changed"))
+                numbered += 1
+            elif kind == "suggest_alternative":
+                assert lines[-3].startswith(("The lab moved the technique", "The lab changed", "The lab also changed"))
             else:
-                assert lines[-2] == statement[kind]
+                assert lines[-3] == statement[kind]
             if moved:
                 technique = suggestion_in(text)["technique"]
                 assert moved[0].endswith(f" to {technique}.")
+    assert numbered > 10
 
 
 @pytest.mark.slow
