@@ -191,6 +191,16 @@ def test_suggestions_read_back_from_the_rendered_message():
     assert suggestion_in(render_lab_manager(accept)) == {}
 
 
+def test_a_suggestion_reads_as_typed_protocol_fields():
+    from replicalab.dialogue import suggested_fields
+
+    text = {"technique": "mtt_assay", "sample_size": "12", "duration_days": "x", "equipment": "reader, hood",
+            "reagents": "dmso", "controls": "vehicle"}
+    assert suggested_fields(text) == {"technique": "mtt_assay", "sample_size": 12, "controls": ["vehicle"],
+                                      "required_equipment": ["reader", "hood"], "required_reagents": ["dmso"]}
+    assert suggested_fields({}) == {}
+
+
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_the_lab_managers_view_carries_the_labs_check_of_the_plan(template):
     """The Lab Manager's observation holds the lab's check of the protocol on the table: empty before one, then

@@ -13,6 +13,7 @@ from replicalab import (
 )
 from replicalab.lab import check_feasibility
 from replicalab.lab.repair import _runnable, _usable
+from replicalab.scenario_records import power_statement
 
 CELLS = [(t, d) for t in TEMPLATES for d in DIFFICULTIES]
 DISTINCT_TARGET = 10_000
@@ -164,3 +165,12 @@ def test_the_key_finding_states_the_judges_minimum_in_prose_and_under_its_key(te
         prose, _, keyed = s.paper_key_finding.rpartition(": ")
         assert prose.endswith(f"at least {minimum} {prose.split()[-1]}")
         assert json.loads(keyed.removesuffix(".")) == {"sample_size": minimum}
+        sentence, stated = power_statement(s.paper_key_finding)
+        assert stated == minimum and s.paper_key_finding.endswith(sentence) and sentence.startswith("A power")
+
+
+def test_power_statement_reads_only_the_whole_statement():
+    assert power_statement('It worked. A power analysis for this effect calls for at least 7 mice: {"sample_size":7}.') \
+        == ('A power analysis for this effect calls for at least 7 mice: {"sample_size":7}.', 7)
+    for text in ("", "A power analysis for this effect calls for at least 7 mice.", "at least 7 mice"):
+        assert power_statement(text) == ("", 0)
