@@ -299,7 +299,7 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
     if others:
         lines.append(f"The lab {'also ' if lines else ''}changed the {_and(others)}.")
     typed = suggested_fields(suggested)
-    numbers = {name: typed[name] for name in field_order(ScientistAction) if isinstance(typed.get(name), int)}
+    numbers = {name: value for name, value in typed.items() if isinstance(value, int)}
     if numbers:
         lines.append(f"The lab's numbers: {json.dumps(numbers, separators=(',', ':'))}.")
     return lines
@@ -321,11 +321,12 @@ def followup_message(observation: PromptObservation, seen: int) -> dict[str, str
     role = "scientist" if isinstance(observation, ScientistObservation) else "lab_manager"
     news = [_entry_line(e) for e in observation.conversation_history[seen:] if e.role != role]
     scientist = isinstance(observation, ScientistObservation)
-    changes = [*_change_lines(observation), power_statement(observation.paper_key_finding)[0]] if scientist else []
+    statements = [*_change_lines(observation), power_statement(observation.paper_key_finding)[0]] if scientist \
+        else [_check_line(observation)]
     lines = [*(news or ["(no new messages)"]),
              f"Round {observation.round_number} of {observation.max_rounds}",
              _protocol_line(observation.current_protocol, plain=scientist),
-             *(filter(None, changes) if scientist else [_check_line(observation)]),
+             *filter(None, statements),
              f"Your move as the {_ROLE_NAMES[role]}. {REPLY_INSTRUCTION}"]
     return {"role": "user", "content": "\n".join(lines)}
 
