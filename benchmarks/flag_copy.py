@@ -57,11 +57,13 @@ def flag_probabilities(path: str, views: list) -> dict[tuple[str, bool], list[fl
         text = tokenizer.apply_chat_template(build_messages(view), add_generation_prompt=True, tokenize=False) + "{"
         for flag in FLAGS:
             truth = not view.plan_check[flag]
-            ids = tokenizer.encode(text, add_special_tokens=False)
-            with torch.no_grad():
-                probs = model(torch.tensor([ids])).logits[0, -1].softmax(-1)
-            value = {v: probs[tokenizer.encode(f'"{flag}":{str(v).lower()},', add_special_tokens=False)[0]].item()
-                     for v in (True, False)}
+            start = len(tokenizer.encode(text, add_special_tokens=False))
+            value = {}
+            for v in (True, False):  # the whole field's tokens: one, or a key and its value
+                ids = tokenizer.encode(text + f'"{flag}":{str(v).lower()},', add_special_tokens=False)
+                with torch.no_grad():
+                    logp = model(torch.tensor([ids])).logits[0, start - 1:-1].log_softmax(-1)
+                value[v] = logp.gather(1, torch.tensor(ids[start:])[:, None]).sum().exp().item()
             out[(flag, truth)].append(value[truth] / (value[True] + value[False]))
             text += f'"{flag}":{str(truth).lower()},'
     return out
