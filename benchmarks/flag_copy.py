@@ -6,7 +6,8 @@ The Lab Manager writes its five flags first, each the lab's check of the plan on
 with (``plan_check``, rendered as the same JSON tokens).  On validation seeds (every template x difficulty), the
 Lab Manager's views of scripted episodes (the naive and the all-skills Scientist against the thrifty and the
 cooperative lab), each model scores every flag teacher-forced (the true flags before it): the probability of the
-lab's value among the flag's two tokens (true and false), per flag and per value.  A flag copied by the check reads
+lab's value against the other, each the probability of the whole field's tokens (``"budget_ok":false,`` is one token
+or a key and its value, as the model's tokenizer has it), per flag and per value.  A flag copied by the check reads
 1.00 for both values; a seat that writes a prior instead reads the value's share of the data for one value and far
 below 0.5 for the other -- the turns a sampled seat then gets wrong (``replicalab bench lab-manager``, true flags).
 """
