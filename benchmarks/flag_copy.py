@@ -17,11 +17,18 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 
-FLAGS = ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok")
 SCIENTISTS = ("naive", "reader+defender+asker")
 LABS = ("thrifty", "cooperative")
 #: Below this probability of the lab's value, greedy decoding writes the other one.
 WRONG = 0.5
+
+
+def flags() -> list[str]:
+    """The five flags in the order the Lab Manager writes them (``parsing.field_order``)."""
+    from replicalab.models import LabManagerAction
+    from replicalab.parsing import field_order
+
+    return [name for name in field_order(LabManagerAction) if name.endswith("_ok")]
 
 
 def lab_manager_views(seeds: list[int]) -> list:
@@ -56,7 +63,7 @@ def flag_probabilities(path: str, views: list) -> dict[tuple[str, bool], list[fl
     out: dict[tuple[str, bool], list[float]] = defaultdict(list)
     for view in views:
         text = tokenizer.apply_chat_template(build_messages(view), add_generation_prompt=True, tokenize=False) + "{"
-        for flag in FLAGS:
+        for flag in flags():
             truth = not view.plan_check[flag]
             start = len(tokenizer.encode(text, add_special_tokens=False))
             value = {}
@@ -84,12 +91,12 @@ def main() -> int:
     print(f"{len(views)} Lab Manager views with a plan on the table (validation seeds x every cell; "
           f"{', '.join(SCIENTISTS)} x {', '.join(LABS)}): P(the lab's value | the true flags before it), "
           f"and the share of views where it is below {WRONG}")
-    print("\n| model | " + " | ".join(f"{flag} {value}" for flag in FLAGS for value in ("true", "false")) + " |")
-    print("|---" * (1 + 2 * len(FLAGS)) + "|")
+    print("\n| model | " + " | ".join(f"{flag} {value}" for flag in flags() for value in ("true", "false")) + " |")
+    print("|---" * (1 + 2 * len(flags())) + "|")
     for path in args.model or [str(resolve_default_model())]:
         probs = flag_probabilities(path, views)
         cells = []
-        for flag in FLAGS:
+        for flag in flags():
             for value in (True, False):
                 p = probs.get((flag, value), [])
                 cells.append(f"{sum(p) / len(p):.3f} ({sum(x < WRONG for x in p) / len(p):.2f} of {len(p)})"

@@ -320,7 +320,7 @@ def followup_message(observation: PromptObservation, seen: int) -> dict[str, str
     analysis's minimum), so a model copying a protocol field by field has few places to copy from."""
     role = "scientist" if isinstance(observation, ScientistObservation) else "lab_manager"
     news = [_entry_line(e) for e in observation.conversation_history[seen:] if e.role != role]
-    scientist = isinstance(observation, ScientistObservation)
+    scientist = role == "scientist"
     statements = [*_change_lines(observation), power_statement(observation.paper_key_finding)[0]] if scientist \
         else [_check_line(observation)]
     lines = [*(news or ["(no new messages)"]),
