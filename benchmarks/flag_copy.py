@@ -85,15 +85,21 @@ def main() -> int:
     args = parser.parse_args()
 
     from replicalab.seeds import VALIDATION_SEEDS
+    from training.errors import UserInputError
     from training.model.default import resolve_default_model
+    from training.model.model_path import check_model_path
 
+    try:  # checked before anything plays: a bad one stops the script with one line
+        paths = [check_model_path(name) for name in args.model or []] or [str(resolve_default_model())]
+    except UserInputError as err:
+        raise SystemExit(f"--model: {err}") from None
     views = lab_manager_views(list(VALIDATION_SEEDS[:args.seeds]))
     print(f"{len(views)} Lab Manager views with a plan on the table (validation seeds x every cell; "
           f"{', '.join(SCIENTISTS)} x {', '.join(LABS)}): P(the lab's value | the true flags before it), "
           f"and the share of views where it is below {WRONG}")
     print("\n| model | " + " | ".join(f"{flag} {value}" for flag in flags() for value in ("true", "false")) + " |")
     print("|---" * (1 + 2 * len(flags())) + "|")
-    for path in args.model or [str(resolve_default_model())]:
+    for path in paths:
         probs = flag_probabilities(path, views)
         cells = []
         for flag in flags():
