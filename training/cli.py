@@ -83,15 +83,20 @@ def cmd_build_default_model(args: argparse.Namespace) -> int:
     out = build_default_model(args.out, cfg, progress=True)
     print(f"default model written to {out}")
     if eval_seeds:
+        from training.eval.flag_copy import CHECK_SEEDS, flag_copy, uncopied
         from training.eval.seat_check import evaluate_model_seats
         from training.model.card import record_evaluation
 
         report = evaluate_model_seats(out, eval_seeds)
-        record_evaluation(out, report)
+        copies = flag_copy(str(out), eval_seeds[:CHECK_SEEDS])
+        record_evaluation(out, report, copies)
         for seat in (report.scientist, report.lab_manager):
             print(f"{seat.role}: parse rate {seat.parse_rate:.1%} over {seat.model_turns} turns, mean reward "
                   f"{seat.mean_reward:.3f} ({seat.baseline_name} {seat.baseline_mean_reward:.3f}), "
                   f"{seat.episodes} validation episodes")
+        wrong = uncopied(copies)
+        print("lab_manager flags: " + (f"NOT copied from the lab's check: {'; '.join(wrong)}" if wrong
+                                       else "every flag copied from the lab's check"))
     return 0
 
 

@@ -12,11 +12,14 @@ from replicalab.seeds import split_of
 BUILD_INFO_FILE = "build_info.json"
 
 
-def record_evaluation(model_dir: Path | str, evaluation: Any) -> None:
-    """Store a ``training.eval.seat_check.ModelEvaluation`` in ``build_info.json`` and the model card."""
+def record_evaluation(model_dir: Path | str, evaluation: Any, flag_copy: Optional[list] = None) -> None:
+    """Store a ``training.eval.seat_check.ModelEvaluation`` (and the Lab Manager's ``training.eval.flag_copy``
+    rows) in ``build_info.json`` and the model card."""
     model_dir = Path(model_dir)
     info = json.loads((model_dir / BUILD_INFO_FILE).read_text())
     info["evaluation"] = evaluation.model_dump(mode="json")
+    if flag_copy is not None:
+        info["flag_copy"] = [row.model_dump(mode="json") for row in flag_copy]
     (model_dir / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
     (model_dir / "README.md").write_text(model_card(info))
 
@@ -25,6 +28,15 @@ def _seat_row(seat: str, opponent: str, r: dict[str, Any], baseline: str) -> str
     parsed = r["model_turns"] - r["parse_failures"]
     return (f"| {seat} | {opponent} | {r['parse_rate']:.1%} ({parsed}/{r['model_turns']}) | "
             f"{r['valid_turn_rate']:.1%} | {r['mean_reward']:.3f} | {baseline} {r['baseline_mean_reward']:.3f} |")
+
+
+def _flag_copy_lines(rows: Optional[list[dict[str, Any]]]) -> list[str]:
+    if not rows:
+        return []
+    cells = ", ".join(f"{r['flag']} {str(r['value']).lower()} {r['mean_probability']:.2f}"
+                      + (f" (wrong in {r['wrong']} of {r['views']})" if r["wrong"] else "") for r in rows)
+    return [f"Lab Manager flag copy (`training.eval.flag_copy`, teacher-forced P(the lab's value), "
+            f"{sum(r['views'] for r in rows[:2])} views): {cells}.", ""]
 
 
 def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:
@@ -106,6 +118,7 @@ def model_card(info: dict[str, Any]) -> str:
         "",
         "## Evaluation",
         *_evaluation_lines(info.get("evaluation")),
+        *_flag_copy_lines(info.get("flag_copy")),
         "## Use",
         "```python",
         "from training.rollout.policy import PolicyModel",
