@@ -36,7 +36,7 @@ def _flag_copy_lines(rows: Optional[list[dict[str, Any]]]) -> list[str]:
     cells = ", ".join(f"{r['flag']} {str(r['value']).lower()} {r['mean_probability']:.2f}"
                       + (f" (wrong in {r['wrong']} of {r['views']})" if r["wrong"] else "") for r in rows)
     return [f"Lab Manager flag copy (`training.eval.flag_copy`, teacher-forced P(the lab's value), "
-            f"{sum(r['views'] for r in rows[:2])} views): {cells}.", ""]
+            f"{sum(r['views'] for r in rows if r['flag'] == rows[0]['flag'])} views): {cells}.", ""]
 
 
 def _evaluation_lines(ev: Optional[dict[str, Any]]) -> list[str]:

@@ -9,8 +9,8 @@ import pytest
 
 from replicalab import VALIDATION_SEEDS
 from replicalab.models import LabManagerObservation
-from training.eval.flag_copy import FlagCopy, flag_probabilities, flags, lab_manager_views, uncopied
 from training.config.model import REPO_ROOT
+from training.eval.flag_copy import FlagCopy, flag_probabilities, flags, lab_manager_views, uncopied
 from training.model.card import BUILD_INFO_FILE, model_card
 
 
