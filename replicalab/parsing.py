@@ -36,6 +36,7 @@ MAX_REPORTED_ERRORS = 3
 WRITTEN_FIRST: dict[type[BaseModel], tuple[str, ...]] = {
     LabManagerAction: ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok", "feasible",
                        "action_type"),
+    ScientistAction: ("action_type", "rationale"),
 }
 #: Fields written after the rest (and listed last in the prompts).
 WRITTEN_LAST: dict[type[BaseModel], tuple[str, ...]] = {LabManagerAction: ("explanation",)}
@@ -205,9 +206,10 @@ def field_order(model: type[BaseModel]) -> list[str]:
     """The order actions of ``model`` are written in: the model's field order, except that the
     fields in ``WRITTEN_FIRST`` lead and those in ``WRITTEN_LAST`` close.  The Lab Manager writes
     each dimension's check, then the verdict they imply (``feasible``), then its decision, then the
-    suggestion fields the decision allows and last the explanation that puts all of it in words: a
-    model writing the JSON left to right has what each field depends on just before it, and one small
-    decision per field."""
+    suggestion fields the decision allows and last the explanation that puts all of it in words; the
+    Scientist writes its decision, then the rationale that says which revision it makes, then the
+    numbers and names that revision holds: a model writing the JSON left to right has what each field
+    depends on just before it, and one small decision per field."""
     first = [name for name in WRITTEN_FIRST.get(model, ()) if name in model.model_fields]
     last = [name for name in WRITTEN_LAST.get(model, ()) if name in model.model_fields]
     return first + [name for name in model.model_fields if name not in first + last] + last

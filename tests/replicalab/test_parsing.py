@@ -250,6 +250,10 @@ def test_unknown_role_is_a_caller_bug() -> None:
 def test_scientist_round_trip(action: ScientistAction) -> None:
     text = format_action(action)
     assert "\n" not in text
+    # The decision, then the rationale that names the revision, then what the revision holds.
+    written = list(json.loads(text))
+    assert written[0] == "action_type"
+    assert "rationale" not in written or written[1] == "rationale"
     assert parse_action(text, "scientist") == action
     assert parse_action(f"Here you go:\n```json\n{text}\n```", "scientist") == action
 

@@ -135,12 +135,13 @@ class ArchitectureConfig(BaseModel):
 class SFTHyperParams(BaseModel):
     """Supervised warm-start on transcripts of the scripted agents (TRL ``SFTTrainer``).
 
-    Two phases over the same prompt/completion conversations: ``lm_steps`` optimizer steps with the
+    Three phases over the same prompt/completion conversations: ``lm_steps`` optimizer steps with the
     loss on every token of the chats of ``lm_phase_roles`` (the model is built from scratch, so it
     first learns the transcripts' language: formats, item names, copying the published protocol) and
     on the assistant turns of the other chats, then ``completion_steps`` with TRL's completion-only
-    loss on every chat (the actions), then ``lab_manager_steps`` with the same loss on the Lab Manager's chats
-    and as many Scientist chats.  Each phase has its own warmup and schedule.
+    loss on every chat (the actions), then ``lab_manager_steps`` with the same loss on the Lab Manager's chats,
+    ``lab_manager_flag_drill`` copies of them with the loss on each reply's flags alone, and as many Scientist
+    rows as those two together.  Each phase has its own warmup and schedule.
 
     The Lab Manager's chats stay out of the all-token loss by default: their user turns are the
     Scientist's protocols, and learning to continue those teaches the Lab Manager seat to copy them
@@ -159,9 +160,13 @@ class SFTHyperParams(BaseModel):
     completion_steps: int = Field(default=450, ge=1, description=(
         "Optimizer steps of phase 2 (loss on the assistant turns only: the actions)."))
     lab_manager_steps: int = Field(default=400, ge=0, description=(
-        "Optimizer steps of phase 3: every Lab Manager chat beside as many Scientist chats, loss on the assistant "
-        "turns, at completion_learning_rate (the Lab Manager seat writes long structured replies that must "
-        "parse when sampled at the training temperature); 0 skips the phase."))
+        "Optimizer steps of phase 3: every Lab Manager chat and its flag drill beside as many Scientist rows, loss "
+        "on the assistant turns, at completion_learning_rate (the Lab Manager seat writes long structured replies "
+        "that must parse when sampled at the training temperature); 0 skips the phase."))
+    lab_manager_flag_drill: int = Field(default=2, ge=0, description=(
+        "Extra copies of every Lab Manager chat in phase 3 whose loss is on each reply's checks alone (the flags "
+        "and feasible, up to its action_type), beside as many more Scientist rows: the seat copies the lab's "
+        "check into its flags, which a sampled turn must state truly; 0: none."))
     per_device_train_batch_size: int = Field(default=4, ge=1, description="Chat examples per micro-batch.")
     gradient_accumulation_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
     warmup_ratio: float = Field(default=0.05, ge=0.0, le=1.0, description=(

@@ -18,8 +18,9 @@ import logging
 import os
 import shutil
 import time
+from itertools import cycle, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from training.config.model import (
     DEFAULT_MODEL_DIRNAME,
@@ -31,7 +32,7 @@ from training.errors import UserInputError
 from training.model.card import BUILD_INFO_FILE, model_card
 
 if TYPE_CHECKING:  # torch and transformers load only when a model is built (the model-path checks stay cheap)
-    from transformers import Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerBase, Qwen2ForCausalLM
 
 logger = logging.getLogger(__name__)
 #: Completion tokens the context must hold beyond the longest training prompt.
@@ -238,9 +239,12 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
                           max_steps=cfg.sft.completion_steps, completion_only=True,
                           learning_rate=cfg.sft.completion_learning_rate, progress=progress))
     if cfg.sft.lab_manager_steps:
-        losses.append("loss on the assistant turns of every Lab Manager chat and as many Scientist chats")
+        drill = flag_drill_rows(tokenizer, labelled) * cfg.sft.lab_manager_flag_drill
+        losses.append(f"loss on the assistant turns of every Lab Manager chat, on the flags alone of "
+                      f"{cfg.sft.lab_manager_flag_drill} more copies of each, and as many Scientist rows")
         _say(progress, f"SFT phase {len(phases) + 1}: {cfg.sft.lab_manager_steps} steps, {losses[-1]}")
-        phases.append(run_sft(model, tokenizer, lab_manager_phase_rows(labelled, rows), cfg.sft, max_length=max_len,
+        phase_rows = lab_manager_phase_rows(labelled, rows, drill)
+        phases.append(run_sft(model, tokenizer, phase_rows, cfg.sft, max_length=max_len,
                               max_steps=cfg.sft.lab_manager_steps, completion_only=True,
                               learning_rate=cfg.sft.completion_learning_rate, progress=progress))
     sft = phases[-1]
@@ -304,13 +308,34 @@ def training_examples(scientist: list, lab_manager: list, first_turn_repeats: in
     return out
 
 
-def lab_manager_phase_rows(labelled: list[tuple[str, dict]], rows: list[dict]) -> list[dict]:
-    """The rows of the Lab Manager phase: every Lab Manager chat, and as many Scientist rows from the start of
-    ``labelled`` (``training_examples``: the shuffled whole chats come first), so the Scientist seat keeps its
-    replies while the Lab Manager's are drilled."""
+def lab_manager_phase_rows(labelled: list[tuple[str, dict]], rows: list[dict],
+                           drill: Sequence[dict] = ()) -> list[dict]:
+    """The rows of the Lab Manager phase: every Lab Manager chat, the ``drill`` rows (``flag_drill_rows``), and
+    as many Scientist rows as those two together, in the order of ``labelled`` (``training_examples``: the
+    shuffled whole chats come first; from the start again when there are fewer), so the Scientist seat keeps
+    half of the phase while the Lab Manager's replies are drilled."""
     lab = [row for (role, _), row in zip(labelled, rows) if role == "lab_manager"]
     scientist = [row for (role, _), row in zip(labelled, rows) if role == "scientist"]
-    return lab + scientist[:len(lab)]
+    wanted = len(lab) + len(drill)
+    return lab + list(drill) + (list(islice(cycle(scientist), wanted)) if scientist else [])
+
+
+#: The Lab Manager's reply field that follows its checks (``replicalab.parsing.WRITTEN_FIRST``).
+DECISION_FIELD = "action_type"
+
+
+def flags_end(reply: str) -> Optional[int]:
+    """Where a Lab Manager reply's checks end: the offset of its decision's key (None when it has none)."""
+    end = reply.find(f'"{DECISION_FIELD}"')
+    return end if end > 0 else None
+
+
+def flag_drill_rows(tokenizer: "PreTrainedTokenizerBase", labelled: list[tuple[str, dict]]) -> list[dict]:
+    """One row per Lab Manager chat of ``labelled`` with the loss on each reply's checks alone (``flags_end``):
+    the flags and ``feasible``, each copied from the lab's check its prompt ends with."""
+    from training.model.sft import prefix_loss_row
+
+    return [prefix_loss_row(tokenizer, ex, flags_end) for role, ex in labelled if role == "lab_manager"]
 
 
 def lm_phase_row(row: dict[str, list[int]], all_tokens: bool) -> dict[str, list[int]]:

@@ -26,7 +26,7 @@ from typing import Any, Optional
 from training.config.model import SPECIAL_TOKENS, DefaultModelConfig
 
 #: Version of the build code; bump when a change to it changes the model it builds.
-RECIPE_VERSION = 5
+RECIPE_VERSION = 6
 #: Training seeds whose scripted episodes (x every template x difficulty) the fingerprint hashes.
 FINGERPRINT_SEEDS = 12
 #: Config fields (dotted) that do not change what is built: threads and logging.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from datasets import Dataset, disable_progress_bars
@@ -73,6 +73,33 @@ def tokenize_example(tokenizer: PreTrainedTokenizerBase, example: dict[str, Any]
     if not any(mask):
         raise ValueError("example has no assistant message to train on")
     return {"input_ids": ids, "completion_mask": mask}
+
+
+def prefix_loss_row(tokenizer: PreTrainedTokenizerBase, example: dict[str, Any],
+                    prefix_end: Callable[[str], Optional[int]]) -> TokenizedExample:
+    """``tokenize_example``'s row with the loss on a prefix of each assistant reply only: the tokens that lie
+    within the reply's first ``prefix_end(reply)`` characters (a reply for which it is None keeps no loss).
+
+    The characters are mapped to tokens by the fast tokenizer's offsets over the chat-templated text, whose
+    ids must be the template's own."""
+    row = tokenize_example(tokenizer, example)
+    messages = example_messages(example)
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if list(encoded["input_ids"]) != row["input_ids"]:
+        raise ValueError("the chat-templated text does not tokenize to the template's ids; no offsets to map")
+    offsets = encoded["offset_mapping"]
+    mask = [0] * len(row["input_ids"])
+    first = len(example["prompt"]) if "prompt" in example else 0
+    for j in range(first, len(messages)):
+        end = prefix_end(messages[j]["content"]) if messages[j]["role"] == "assistant" else None
+        if end is None:
+            continue
+        start = len(tokenizer.apply_chat_template(messages[:j], tokenize=False, add_generation_prompt=True))
+        for k, (a, b) in enumerate(offsets):
+            if row["completion_mask"][k] and a >= start and b <= start + end:
+                mask[k] = 1
+    return {"input_ids": row["input_ids"], "completion_mask": mask}
 
 
 def sequence_lengths(tokenizer: PreTrainedTokenizerBase, examples: Sequence[dict[str, Any]]) -> list[int]:

@@ -1,8 +1,9 @@
 """Train the embedded byte-level BPE tokenizer locally (no hub access).
 
 Besides the BPE merges, the vocabulary holds whole *JSON tokens* found in the training texts: a
-boolean field with its value and comma (``"budget_ok":true,``), a JSON key with its colon and bracket
-(``"controls":[``), a quoted identifier value with its
+JSON key with its colon and bracket (``"controls":[``, ``"budget_ok":``), a boolean value with its comma
+(``true,``: a flag's value is a token of its own, predicted after its key, so a seat that copies a check
+finds it by the key that the check states once), a quoted identifier value with its
 leading comma when it has one (``"propose_protocol"``, ``,"hela_cells"``), a field name the prose renders
 with an equals sign (``technique=``: in a Scientist's view it appears only where the Lab Manager
 suggests moving the plan to another technique, so one token marks that decision), every snake_case
@@ -83,9 +84,8 @@ def _backend(vocab_size: int, min_frequency: int) -> tuple[Tokenizer, trainers.B
     return tok, trainer
 
 
-#: A boolean field with its value and trailing comma: ``"budget_ok":true,`` (the next field then
-#: follows from this one token).
-_FLAG = r'"[a-z0-9]+(?:_[a-z0-9]+)*":(?:true|false),?'
+#: A boolean value after its key, with its trailing comma: ``true,`` (the key is a token of its own).
+_BOOL = r'(?<=:)(?:true|false),?'
 #: A JSON key with its colon (and bracket): ``"controls":[``.
 _KEY = r'"[a-z0-9]+(?:_[a-z0-9]+)*":\[?'
 #: A JSON string value, with the comma that separates it from the previous list item if any.
@@ -94,7 +94,7 @@ _VALUE = r',?"[a-z0-9]+(?:_[a-z0-9]+)*"(?!:)'
 _ASSIGN = r'(?<![A-Za-z0-9_])[a-z0-9]+(?:_[a-z0-9]+)*='
 #: A bare snake_case identifier with at least one underscore (item names in prose).
 _IDENT = r'(?<![A-Za-z0-9_])[a-z0-9]+(?:_[a-z0-9]+)+(?![A-Za-z0-9_])'
-JSON_TOKEN_PATTERN = re.compile("|".join((_FLAG, _KEY, _VALUE, _ASSIGN, _IDENT)))
+JSON_TOKEN_PATTERN = re.compile("|".join((_KEY, _BOOL, _VALUE, _ASSIGN, _IDENT)))
 
 
 def json_tokens(texts: Sequence[str], min_frequency: int) -> list[str]:
