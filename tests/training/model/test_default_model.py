@@ -220,18 +220,55 @@ def test_language_model_phase_masks_by_seat() -> None:
         collect_transcripts(1, skill_rate=1.5)
 
 
-def test_the_lab_manager_phase_holds_every_lab_manager_chat_and_as_many_whole_scientist_chats() -> None:
+@pytest.mark.parametrize("drill_copies", [0, 2])
+def test_the_lab_manager_phase_gives_the_scientist_as_many_rows_as_the_lab_manager(drill_copies: int) -> None:
+    """Every Lab Manager chat, the drill rows, then as many Scientist rows in ``labelled``'s order (whole chats
+    first, from the start again when they run out)."""
     from training.model.default import lab_manager_phase_rows, training_examples
 
     sci, lab, _ = collect_transcripts(1)
     labelled = training_examples(sci, lab, first_turn_repeats=2, decision_turn_repeats=2)
     rows = [{"input_ids": [i], "completion_mask": [1]} for i in range(len(labelled))]
-    picked = [r["input_ids"][0] for r in lab_manager_phase_rows(labelled, rows)]
     lab_ids = [i for i, (role, _) in enumerate(labelled) if role == "lab_manager"]
-    assert picked[:len(lab_ids)] == lab_ids and len(picked) == 2 * len(lab_ids)
-    scientist = picked[len(lab_ids):]
-    assert all(labelled[i][0] == "scientist" and labelled[i][1] == conversation_example(sci[k])
-               for k, i in enumerate(scientist))
+    drill = [{"input_ids": [-1 - i], "completion_mask": [1]} for i in range(drill_copies * len(lab_ids))]
+    picked = [r["input_ids"][0] for r in lab_manager_phase_rows(labelled, rows, drill)]
+    assert picked[:len(lab_ids)] == lab_ids
+    assert picked[len(lab_ids):len(lab_ids) + len(drill)] == [r["input_ids"][0] for r in drill]
+    scientist = picked[len(lab_ids) + len(drill):]
+    assert len(scientist) == len(lab_ids) + len(drill)
+    order = [i for i, (role, _) in enumerate(labelled) if role == "scientist"]
+    assert scientist == [order[k % len(order)] for k in range(len(scientist))]
+    assert all(labelled[i][1] == conversation_example(sci[k]) for k, i in enumerate(scientist[:len(sci)]))
+
+
+def test_the_flag_drill_puts_the_loss_on_each_lab_manager_replys_checks_alone() -> None:
+    """Each drill row is a whole Lab Manager chat whose loss covers, in every reply, the flags and ``feasible``
+    (each key and value) and nothing from the decision on; the values are tokens of their own."""
+    from training.model.default import DECISION_FIELD, flag_drill_rows, training_examples
+    from training.model.sft_data import example_texts
+    from training.model.tokenizer import train_tokenizer
+
+    sci, lab, _ = collect_transcripts(1)
+    labelled = training_examples(sci, lab)
+    tokenizer = train_tokenizer(example_texts([ex for _, ex in labelled]), vocab_size=TINY_RECIPE.vocab_size,
+                                json_token_min_frequency=TINY_RECIPE.json_token_min_frequency,
+                                number_tokens=TINY_RECIPE.number_tokens)
+    drill = flag_drill_rows(tokenizer, labelled)
+    chats = [ex for role, ex in labelled if role == "lab_manager"]
+    assert len(drill) == len(chats) == len(lab)
+    for row, chat in zip(drill, chats):
+        whole = tokenize_example(tokenizer, chat)
+        assert row["input_ids"] == whole["input_ids"]
+        assert all(w for m, w in zip(row["completion_mask"], whole["completion_mask"]) if m)  # inside replies
+        trained = tokenizer.decode([i for i, m in zip(row["input_ids"], row["completion_mask"]) if m])
+        replies = [m["content"] for m in chat["messages"] if m["role"] == "assistant"]
+        checks = [reply[:reply.index(f'"{DECISION_FIELD}"')] for reply in replies]
+        assert trained == "".join(checks)
+        for check in checks:
+            flags = json.loads(check.rstrip(",") + "}")
+            assert list(flags)[-1] == "feasible" and all(isinstance(v, bool) for v in flags.values())
+    tokens = tokenizer.tokenize('{"budget_ok":false,"feasible":true,')
+    assert tokens == ["{", '"budget_ok":', "false,", '"feasible":', "true,"]
 
 
 def test_decision_turns_are_the_skill_chances_answered_both_ways() -> None:
