@@ -5,9 +5,10 @@
 ``DIR`` is a training run or an evaluation output (its ``episodes.jsonl``).  At each of the Scientist's defend
 chances (``replicalab.skill_use``) the script sorts its move: accept, a question, a counter (the skill used: the
 lab's suggestion with the brief's controls and at least the minimum sample size), or another revision, by the
-technique it takes.  For each counter it checks the numbers and items the scripted defender writes (the brief's
-minimum sample size, the suggestion's days and items) and counts the lab's next move: a counter the lab does not
-accept costs a round and gains nothing (``benchmarks/defend_parts.py``).  ``--seat`` keeps the episodes of one
+technique it takes and whether its rationale is the counter's (the decision taken, the content not).  For each
+counter it checks the numbers and items the scripted defender writes (the brief's minimum sample size, the
+suggestion's days and items) and counts the lab's next move: a counter the lab does not accept costs a round and
+gains nothing (``benchmarks/defend_parts.py``).  ``--seat`` keeps the episodes of one
 label of an evaluation's ``episodes.jsonl`` (``AGENT`` or ``AGENT vs LAB``); a training run's Scientist rows are
 labelled ``scientist``.
 """
@@ -20,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from replicalab.agents.brief import cross_check_method, minimum_sample_size, published_protocol, suggested_plan
+from replicalab.agents.skilled import COUNTER_RATIONALE
 from replicalab.episode import replayed_views
 from replicalab.models import EpisodeLog
 from replicalab.skill_use import skill_chances
@@ -32,11 +34,12 @@ def _move(action: dict, view, used: bool) -> str:
     if kind != "revise_protocol":
         return kind
     technique, cross = action.get("technique"), cross_check_method(view)
+    said = ", in the counter's words" if action.get("rationale") == COUNTER_RATIONALE else ""
     if technique == suggested_plan(view).get("technique"):
-        return "revise: the suggestion's technique, short of a counter"
+        return "revise: the suggestion's technique, short of a counter" + said
     if cross and technique == cross["technique"]:
-        return "revise: the cross-check technique"
-    return "revise: another technique"
+        return "revise: the cross-check technique" + said
+    return "revise: another technique" + said
 
 
 def _counter(action: dict, view, lab_next: str) -> tuple[str, ...]:
