@@ -77,10 +77,12 @@ def test_build_writes_a_standard_checkpoint(built_dir: Path) -> None:
     assert seeds and all(s in TRAIN_SEEDS and s not in TEST_SEEDS for s in seeds)
     sft = TINY_RECIPE.sft
     assert [p["steps"] for p in info["sft_phases"]] == [sft.lm_steps, sft.completion_steps, sft.lab_manager_steps]
-    # phase 1: all tokens of the Scientist chats, assistant turns of the Lab Manager chats; phase 2: assistant turns
+    # phase 1: all tokens of the Scientist chats, assistant turns of the Lab Manager chats; phase 2: assistant turns;
+    # phase 3: the Lab Manager chats, their flag drill and as many Scientist rows
     assert [p["loss"] for p in info["sft_phases"]] == [
         "loss on all tokens of the scientist chats, on the assistant turns of the others", "loss on the assistant turns",
-        "loss on the assistant turns of every Lab Manager chat and as many Scientist chats"]
+        f"loss on the assistant turns of every Lab Manager chat, on the flags alone of {sft.lab_manager_flag_drill} "
+        "more copies of each, and as many Scientist rows"]
     assert info["max_example_tokens"] <= info["sft"]["max_length"]
     assert "TRAIN_SEEDS" in (built_dir / "README.md").read_text()
 
