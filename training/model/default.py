@@ -239,9 +239,11 @@ def build_default_model(out_dir: Path | str, cfg: Optional[DefaultModelConfig] =
                           max_steps=cfg.sft.completion_steps, completion_only=True,
                           learning_rate=cfg.sft.completion_learning_rate, progress=progress))
     if cfg.sft.lab_manager_steps:
-        drill = flag_drill_rows(tokenizer, labelled) * cfg.sft.lab_manager_flag_drill
-        losses.append(f"loss on the assistant turns of every Lab Manager chat, on the flags alone of "
-                      f"{cfg.sft.lab_manager_flag_drill} more copies of each, and as many Scientist rows")
+        copies = cfg.sft.lab_manager_flag_drill
+        drill = flag_drill_rows(tokenizer, labelled) * copies if copies else []
+        losses.append("loss on the assistant turns of every Lab Manager chat, "
+                      + (f"on the flags alone of {copies} more copies of each, " if copies else "")
+                      + "and as many Scientist rows")
         _say(progress, f"SFT phase {len(phases) + 1}: {cfg.sft.lab_manager_steps} steps, {losses[-1]}")
         phase_rows = lab_manager_phase_rows(labelled, rows, drill)
         phases.append(run_sft(model, tokenizer, phase_rows, cfg.sft, max_length=max_len,
