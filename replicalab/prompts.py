@@ -44,6 +44,8 @@ Messages = list[dict[str, str]]
 CHARS_PER_TOKEN = 4
 MAX_ENTRY_CHARS = 1000
 REPLY_INSTRUCTION = "Reply with exactly one JSON object."
+#: Opens the Scientist's follow-up line that restates a suggestion under a reply's keys (``_change_lines``).
+LAB_TERMS = "The lab's terms: "
 
 _ROLE_NAMES = {"scientist": "Scientist", "lab_manager": "Lab Manager"}
 _GOALS = {
@@ -278,10 +280,11 @@ def _and(words: list[str]) -> str:
 def _change_lines(observation: ScientistObservation) -> list[str]:
     """What the Lab Manager's latest turn changed, stated plainly (empty unless the latest dialogue
     entry is the Lab Manager's).  A moved technique is its own sentence, first; the other suggested
-    fields are named; then the suggested numbers, under the keys a reply writes them with
-    (``The lab's numbers: {"sample_size":12,"duration_days":5}.``): the message spells a suggestion's names as a
-    reply does, but its numbers after ``name=``, and a seat that copies a number by the key before it finds
-    the lab's only under the reply's key.  Facts only: what to reply is the Scientist's to work out."""
+    fields are named; then the whole suggestion under the keys a reply writes it with, in the reply's order
+    (``The lab's terms: {"sample_size":12,"technique":"x","required_equipment":["a"]}.``): the lab's message
+    writes ``technique=x; equipment=a``, and a seat that copies a field by the key before it finds the lab's
+    value only under the reply's key.  The line is the lab's suggestion alone, never a reply: what to keep of
+    it, and what to send, is the Scientist's to work out."""
     history = observation.conversation_history
     if not history or history[-1].role != "lab_manager":
         return []
@@ -299,9 +302,9 @@ def _change_lines(observation: ScientistObservation) -> list[str]:
     if others:
         lines.append(f"The lab {'also ' if lines else ''}changed the {_and(others)}.")
     typed = suggested_fields(suggested)
-    numbers = {name: value for name, value in typed.items() if isinstance(value, int)}
-    if numbers:
-        lines.append(f"The lab's numbers: {json.dumps(numbers, separators=(',', ':'))}.")
+    terms = {name: typed[name] for name in field_order(ScientistAction) if name in typed}
+    if terms:
+        lines.append(f"{LAB_TERMS}{json.dumps(terms, separators=(',', ':'))}.")
     return lines
 
 

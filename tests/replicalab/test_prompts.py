@@ -214,11 +214,14 @@ def _scientist_followups(scientist: str, template: str, difficulty: str, seeds: 
 @pytest.mark.parametrize("template", ["cell_biology", "ml_benchmark", "behavioral_psychology"])
 def test_followup_states_what_the_lab_changed_right_before_the_reply(template: str) -> None:
     """Every Scientist follow-up ends with a plain statement of the Lab Manager's latest turn, the lab's
-    suggested numbers under the reply's keys, the brief's power statement and then the reply instruction; a
+    suggestion under the reply's keys, the brief's power statement and then the reply instruction; a
     technique move is stated as such exactly when the suggestion moves it."""
     import json
 
     from replicalab.dialogue import suggestion_in
+    from replicalab.models import ScientistAction
+    from replicalab.parsing import field_order
+    from replicalab.prompts import LAB_TERMS
     from replicalab.scenario_records import POWER_STATEMENT
 
     power = POWER_STATEMENT.split("{n}")[0]
@@ -236,9 +239,16 @@ def test_followup_states_what_the_lab_changed_right_before_the_reply(template: s
             statement = {"accept": "The lab accepted the plan.",
                          "reject": "The lab rejected the plan and offered no alternative.",
                          "report_feasibility": "The lab reported on the plan and suggested no change."}
-            numbers = {name: int(suggested[name]) for name in ("sample_size", "duration_days") if name in suggested}
-            if kind == "suggest_alternative" and numbers:
-                assert lines[-3] == f"The lab's numbers: {json.dumps(numbers, separators=(',', ':'))}."
+            if kind == "suggest_alternative" and suggested:
+                assert lines[-3].startswith(LAB_TERMS) and lines[-3].endswith("}."), text
+                terms = json.loads(lines[-3].removeprefix(LAB_TERMS).removesuffix("."))
+                # every suggested field, under the key a reply writes it with, in the reply's order
+                assert list(terms) == [k for k in field_order(ScientistAction) if k in terms]
+                keys = {"required_equipment": "equipment", "required_reagents": "reagents"}
+                assert {keys.get(k, k) for k in terms} == set(suggested), text
+                for key, value in terms.items():
+                    said = suggested[keys.get(key, key)]
+                    assert (", ".join(value) if isinstance(value, list) else str(value)) == said, text
                 assert lines[-4].startswith(("The lab moved the technique", "The lab changed", "The lab also changed"))
                 numbered += 1
             elif kind == "suggest_alternative":
