@@ -70,9 +70,9 @@ def model_card(info: dict[str, Any]) -> str:
         "",
         "A tiny Qwen2-architecture causal LM with a byte-level BPE tokenizer, both built locally from",
         "`training.config.model.DefaultModelConfig` (no hub download) by `training.model.default.build_default_model`,",
-        "then warm-started by supervised fine-tuning (TRL `SFTTrainer` via `training.model.sft.run_sft`: a language-model",
-        "phase, then loss on the assistant turns only) on transcripts of ReplicaLab's scripted agents. It plays either",
-        "seat: the system prompt says which role it has.",
+        "then warm-started by supervised fine-tuning (TRL `SFTTrainer` via `training.model.sft.run_sft`, in the phases",
+        "under Training) on transcripts of ReplicaLab's scripted agents. It plays either seat: the system prompt says",
+        "which role it has.",
         "",
         *([f"Fingerprint `{info['fingerprint']}` (`training.model.fingerprint`: recipe version "
            f"{info.get('recipe_version')}, the config, the chat template, the first training seeds' SFT "
