@@ -134,8 +134,7 @@ def assert_same_learning(run: Path, reference: Path, *, weights_atol: float = 0.
     """The same episodes and the same metrics row for row, and the same final weights: bitwise by default (what
     the trainer computes from its forward pass over the rollout -- the mismatch, the correction weight and the
     entropy: each process scores a smaller, differently padded batch -- within ``PADDING_METRICS_TOL``), or within
-    ``weights_atol``
-    (the runs averaged their gradients in different orders: then ``LEARNER_METRICS`` too within
+    ``weights_atol`` (the runs averaged their gradients in different orders: then ``LEARNER_METRICS`` too within
     ``DDP_METRICS_TOL``).  Every other logged value, the rewards among them, must be equal."""
     import torch
 
