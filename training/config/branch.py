@@ -11,9 +11,10 @@ from training.config.loading import STRICT_NUMBERS_AS_STR
 #: What a GRPO group shares: the seed (whole episodes) or a replayed decision state (``training.rollout.branch``).
 GroupBy = Literal["episode", "turn"]
 #: The kinds of chance a group can branch at: the Scientist's skills (``replicalab.agents.skilled.SKILLS``), its
-#: turn after a read, whatever the lab answered (``training.rollout.branch.AFTER_READ``) and the Lab Manager's repair
-#: chance (``training.rollout.branch.REPAIR``).
-ChanceKind = Literal["read", "defend", "ask", "after_read", "repair"]
+#: turn after a read, whatever the lab answered (``training.rollout.branch.AFTER_READ``), its turn right after the
+#: lab accepted (``training.rollout.branch.CLOSE``) and the Lab Manager's repair chance
+#: (``training.rollout.branch.REPAIR``).
+ChanceKind = Literal["read", "defend", "ask", "after_read", "close", "repair"]
 
 
 class BranchConfig(BaseModel):
@@ -31,10 +32,11 @@ class BranchConfig(BaseModel):
         "trainer scores at it, and the replayed prefix and the continuation keep rollout.sampling's. None: "
         "rollout.sampling.temperature. Ignored with grpo.group_by=episode."))
     chance_weights: dict[ChanceKind, NonNegativeFloat] = Field(default_factory=dict, description=(
-        "Weight of each kind of chance (read, defend, ask, after_read, repair) when a trunk holds several: its "
+        "Weight of each kind of chance (read, defend, ask, after_read, close, repair) when a trunk holds several: its "
         "chance is drawn in proportion to it, so a step's groups hold more of the kinds weighed more. A kind not "
-        "named weighs 1; a kind weighing 0 is no branch point (neither a chance nor another turn) while the trunk "
-        "has another."))
+        "named weighs 1, except close (the Scientist's turn right after the lab accepted), a chance only where "
+        "named; a kind weighing 0 is no branch point (neither a chance nor another turn) while the trunk has "
+        "another."))
     without_chance: Literal["own_turn", "borrow"] = Field(default="own_turn", description=(
         "Where a group whose trunk holds no chance branches: at another of its own turns (own_turn), or at a "
         "chance of another trunk of its role in the same step, drawn uniformly, its jobs taking that trunk's seed, "

@@ -10,13 +10,14 @@ and their rewards differ only through the reply and what follows it.
 
 Which turn a group branches at (``choose_branch``): a *chance* of the trained role when the trunk has one (one
 drawn in proportion to its kind's ``chance_weights``: 1 each by default), else (and with probability
-``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are
-the turns at which a skill's trigger shows (``replicalab.skill_use``), except the turn after a read, which is an
-``AFTER_READ`` chance (take what comes or send the cross-check again); a Lab Manager's, the turns at which the
-lab's check fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  A
-trunk without a chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of
-another trunk of its role in the step, seed, scenario and opponent with it: every group then contrasts a decision
-that a skill or a repair could take.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
+``other_share`` even then) another turn of the role, uniformly.  A Scientist's chances are the turns at which a
+skill's trigger shows (``replicalab.skill_use``), except the turn after a read, which is an ``AFTER_READ`` chance
+(take what comes or send the cross-check again), and, where ``chance_weights`` names it, each turn right after the
+lab accepted, a ``CLOSE`` chance (take the deal or play on); a Lab Manager's, the turns at which the lab's check
+fails the current plan (``replicalab.lab_chances``), where a repair can pay and accepting cannot.  A trunk without a
+chance branches at another of its turns, or (``borrow_chances``) its group borrows a chance of another trunk of its
+role in the step, seed, scenario and opponent with it: every group then contrasts a decision that a skill or a
+repair could take.  One branch point per trunk, so a step of ``groups_per_step`` groups plays
 ``groups_per_step`` trunks and trains on exactly ``groups_per_step * num_generations`` samples, each once.
 
 Which tokens train: with ``reply_only`` a branch's trajectory is its branched reply alone (the prefix is its
@@ -39,6 +40,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from replicalab.lab_chances import repair_chances
 from replicalab.models import EpisodeLog
+from replicalab.models import LabManagerActionType as LA
+from replicalab.models import ScientistActionType as SA
 from replicalab.skill_use import skill_chances
 from training.rollout.records import EpisodeJob, RolloutRecord
 
@@ -49,6 +52,9 @@ REPAIR = "repair"
 #: ``EpisodeJob.branch`` of a Scientist group branched at its turn after a read, whatever the lab answered (it
 #: took the read, or moved the plan elsewhere): take what comes, or send the cross-check again.
 AFTER_READ = "after_read"
+#: ``EpisodeJob.branch`` of a Scientist group branched at its turn right after the lab accepted the plan: take the
+#: deal, or play on.  A chance only where ``chance_weights`` names it (elsewhere the turn is another turn, as ever).
+CLOSE = "close"
 #: The trunk collect's seed is the step's seed plus this (its turns never share a stream with the branches').
 TRUNK_SEED_OFFSET = 7_777_777
 
@@ -66,14 +72,28 @@ def role_turns(record: RolloutRecord, role: str) -> int:
     return sum(1 for turn in record.model_turns if turn.role == role)
 
 
-def scientist_chances(log: EpisodeLog) -> dict[int, str]:
-    """{own turn: kind} of a Scientist's chances in ``log``: each skill's (``replicalab.skill_use``), and
-    ``AFTER_READ`` at the turn after a read, whichever skill's trigger shows there too (a lab that turns a read
-    down mostly names an item it cannot use or cuts the plan: what comes after the read is the decision)."""
+def scientist_chances(log: EpisodeLog, close: bool = False) -> dict[int, str]:
+    """{own turn: kind} of a Scientist's chances in ``log``: with ``close``, ``CLOSE`` at each turn right after
+    the lab accepted; each skill's (``replicalab.skill_use``) over it, and ``AFTER_READ`` at the turn after a read,
+    whichever skill's trigger shows there too (a lab that turns a read down mostly names an item it cannot use or
+    cuts the plan: what comes after the read is the decision)."""
     found = skill_chances(log)
-    chances = {c.turn: c.skill for c in found}
+    chances = {turn: CLOSE for turn in closing_turns(log)} if close else {}
+    chances.update((c.turn, c.skill) for c in found)
     chances.update((c.turn + 1, AFTER_READ) for c in found if c.skill == "read" and c.used)
     return chances
+
+
+def closing_turns(log: EpisodeLog) -> list[int]:
+    """The Scientist's own turns (indices among them) that come right after a Lab Manager turn that accepted."""
+    out, own, lab_accepted = [], 0, False
+    for turn in log.turns:
+        if turn.role == "scientist":
+            if lab_accepted:
+                out.append(own)
+            own += 1
+        lab_accepted = turn.role == "lab_manager" and (turn.action or {}).get("action_type") == LA.ACCEPT.value
+    return out
 
 
 def _weighed_chances(trunk: RolloutRecord, n: int, chance_weights: Optional[Mapping[str, float]]
@@ -81,7 +101,8 @@ def _weighed_chances(trunk: RolloutRecord, n: int, chance_weights: Optional[Mapp
     """(the chances a group may branch at, every chance's weight, the barred turns) of ``trunk``'s ``n`` turns of
     its role: a chance of a kind weighing 0 is barred, unless every turn would be."""
     if trunk.job.role == "scientist":
-        chances = {turn: kind for turn, kind in scientist_chances(trunk.log).items() if turn < n}
+        close = CLOSE in (chance_weights or {})
+        chances = {turn: kind for turn, kind in scientist_chances(trunk.log, close).items() if turn < n}
     else:
         chances = {turn: REPAIR for turn in repair_chances(trunk.log) if turn < n}
     weights = {turn: (chance_weights or {}).get(kind, 1.0) for turn, kind in chances.items()}
@@ -99,7 +120,7 @@ def holds_chance(trunk: RolloutRecord, chance_weights: Optional[Mapping[str, flo
 def choose_branch(trunk: RolloutRecord, other_share: float, rng: random.Random,
                   chance_weights: Optional[Mapping[str, float]] = None) -> tuple[str, int]:
     """(kind, turn): where a group branches in ``trunk``: the index of one of the trained role's own turns, at a
-    chance of the role (kind: the skill, ``AFTER_READ`` or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).
+    chance of the role (kind: the skill, ``AFTER_READ``, ``CLOSE`` or ``REPAIR``) or elsewhere (kind ``OTHER_TURN``).
     ``("", 0)`` when the trained seat generated nothing (the group is a whole-episode group).  Of the chances, one
     is drawn in proportion to its kind's ``chance_weights`` (a kind not named weighs 1); a kind weighing 0 is no
     branch point at all, unless the trunk has no other turn to branch at."""
@@ -213,7 +234,13 @@ class BranchCollector:
 
 
 def used_at(record: RolloutRecord, skill: str, turn: int) -> Optional[bool]:
-    """Whether the record's Scientist used ``skill`` at its own ``turn`` (None: no such chance there)."""
+    """Whether the record's Scientist used ``skill`` at its own ``turn`` (None: no such chance there); at a
+    ``CLOSE`` chance, whether it took the deal."""
+    if skill == CLOSE:
+        if turn not in closing_turns(record.log):
+            return None
+        own = [t for t in record.log.turns if t.role == "scientist"]
+        return (own[turn].action or {}).get("action_type") == SA.ACCEPT.value
     return next((c.used for c in skill_chances(record.log) if c.skill == skill and c.turn == turn), None)
 
 

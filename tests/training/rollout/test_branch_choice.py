@@ -10,8 +10,11 @@ import pytest
 from replicalab import ReplicaLabEnv, run_episode
 from replicalab.agents import SKILLS, SkilledScientist
 from replicalab.skill_use import skill_chances
+from replicalab.episode import replayed_views
+from replicalab.models import ScientistAction
 from training.rollout.branch import (
     AFTER_READ,
+    CLOSE,
     OTHER_TURN,
     BranchCollector,
     branch_metrics,
@@ -21,6 +24,7 @@ from training.rollout.branch import (
     groups_of,
     prefix_before,
     scientist_chances,
+    used_at,
 )
 from training.rollout.records import EpisodeJob, ModelTurn, RolloutRecord
 
@@ -100,6 +104,55 @@ def test_the_turn_after_a_read_is_a_chance_of_its_own() -> None:
             assert choose_branch(trunk, 0.5, random.Random(s), {AFTER_READ: 0.0})[1] != read + 1
     assert any(read_turn + 1 in {c.turn for c in skill_chances(t.log)}
                for t in followed for read_turn in [next(c.turn for c in skill_chances(t.log) if c.used)])
+
+
+class _PlaysOn:
+    """A defender, except that the first time the lab has accepted it sends its plan again instead."""
+
+    def __init__(self) -> None:
+        self.defender, self.played_on = SkilledScientist(["defend"]), False
+
+    def __call__(self, obs):
+        action = self.defender(obs)
+        if action.action_type.value == "accept" and not self.played_on:
+            self.played_on = True
+            return ScientistAction.model_validate({**obs.current_protocol.model_dump(), "action_type":
+                                                   "revise_protocol", "rationale": "Once more.", "questions": []})
+        return action
+
+
+def test_the_turn_after_the_lab_accepted_is_a_close_chance_only_where_named() -> None:
+    """Where ``chance_weights`` names ``close``, each Scientist turn whose view ends with the lab's accept is a
+    chance of its own (a skill's chance over it) and ``used_at`` says whether it took the deal; unnamed, those
+    turns are other turns and every draw is what it was."""
+    trunks = [_record(s, agent) for s in range(12)
+              for agent in (SkilledScientist(["defend"]), SkilledScientist(SKILLS))]
+    closing = 0
+    for trunk in trunks:
+        views = [v for t, v in replayed_views(trunk.log) if t.role == "scientist"]
+        accepted = {k for k, v in enumerate(views) if v.conversation_history
+                    and v.conversation_history[-1].role == "lab_manager"
+                    and v.conversation_history[-1].action_type == "accept"}
+        skills = scientist_chances(trunk.log)
+        assert CLOSE not in skills.values()
+        assert scientist_chances(trunk.log, close=True) == {**{k: CLOSE for k in accepted}, **skills}
+        closing += len(accepted)
+        for k in accepted - set(skills):
+            assert used_at(trunk, CLOSE, k) is True  # the scripted Scientists take the deal
+        for s in range(8):
+            assert choose_branch(trunk, 0.25, random.Random(s), {"read": 1.0}) == choose_branch(
+                trunk, 0.25, random.Random(s))
+            only_close = {CLOSE: 1.0, **{kind: 0.0 for kind in (*SKILLS, AFTER_READ)}}
+            kind, turn = choose_branch(trunk, 0.0, random.Random(s), only_close)
+            assert (kind == CLOSE) == bool(accepted - set(skills)) and (kind != CLOSE or turn in accepted)
+    assert closing
+    trunk = next(t for t in trunks[::2] if CLOSE in scientist_chances(t.log, close=True).values())  # a defender
+    turn = next(k for k, kind in scientist_chances(trunk.log, close=True).items() if kind == CLOSE)
+    branch = dict(prefix=prefix_before(trunk, "scientist", turn), branch=CLOSE, group=2)
+    took = _record(trunk.job.seed, SkilledScientist(["defend"]), **branch)
+    played_on = _record(trunk.job.seed, _PlaysOn(), **branch)
+    assert used_at(played_on, CLOSE, turn) is False and used_at(took, CLOSE, turn + 1) is None
+    assert group_contrast([took, took])[2] is False and group_contrast([took, played_on])[2] is True
 
 
 def test_group_contrast_counts_a_used_and_an_unused_skill_at_the_same_chance() -> None:
