@@ -246,7 +246,8 @@ def used_at(record: RolloutRecord, skill: str, turn: int) -> Optional[bool]:
 
 def group_contrast(group: Sequence[RolloutRecord]) -> tuple[str, bool, Optional[bool]]:
     """(kind, rewards differ, holds both a used and an unused skill) of one group.  A branch group at a skill's
-    chance compares the replies at that chance; a whole-episode group of Scientists holds both when some skill is
+    chance compares the replies at that chance (at a ``CLOSE`` chance, a reply that took the deal and one that
+    did not); a whole-episode group of Scientists holds both when some skill is
     used at a chance in one episode and not at a chance in another (any turn); None where no skill's chance
     shows."""
     kind = group[0].job.branch
