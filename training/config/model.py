@@ -60,9 +60,10 @@ class SamplingConfig(BaseModel):
         "Decode each reply under its role's action grammar (one JSON action, canonical field order): tokens "
         "outside it get probability zero and the trainer scores under the same mask (hf engine only)."))
     bound_roles: list[AgentRole] = Field(default_factory=lambda: ["lab_manager"], description=(
-        "With constrained: the roles whose grammar is bound to the names their own view gave them (a Lab "
-        "Manager's to what its lab can offer, from its first view; a Scientist's to the names and numbers its "
-        "brief and the dialogue so far have stated, at each turn); the others decode under their role's plain grammar."))
+        "With constrained: the roles whose grammar is bound to what their own view gave them, at each turn (a Lab "
+        "Manager's to its lab's check of the plan as its flags and to what its lab can offer; a Scientist's to the "
+        "names and numbers its brief and the dialogue so far have stated); the others decode under their role's "
+        "plain grammar."))
 
 
 class VLLMConfig(BaseModel):

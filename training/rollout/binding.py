@@ -2,10 +2,12 @@
 
 A grammar key (``grammar_key``) is a role's name (its plain grammar) or a binding as compact JSON:
 
-- a Lab Manager's (``LabBinding``, from its first view: it is the same all episode) offers only what its lab has:
-  a suggestion names no technique, or one of its catalog the lab can run, and then one usable option of each slot,
-  in slot order, before any other usable item; every suggested item is one the lab can use of its kind; a schedule
-  is unchanged (0) or within the time limit and the technique's minimum days (``_lab_bound``);
+- a Lab Manager's (``LabBinding``, from each turn's view: its lab is the same all episode, the plan on the table
+  is not) states the lab's check of the plan as its flags, and ``feasible`` as their conjunction (a flag is a duty
+  to report, never a move: an untrue one is an invalid turn), and offers only what its lab has: a suggestion names
+  no technique, or one of its catalog the lab can run, and then one usable option of each slot, in slot order,
+  before any other usable item; every suggested item is one the lab can use of its kind; a schedule is unchanged
+  (0) or within the time limit and the technique's minimum days (``_lab_bound``);
 - a Scientist's (``ScientistBinding``, from each turn's view: the dialogue names more as it goes) writes only names
   its brief or the dialogue gave it: a technique, equipment, reagents and controls from the brief's published
   protocol and the method it cross-checked with, the plan on the table, the lab's suggestions and the stand-ins the
@@ -36,9 +38,10 @@ _LIST_SEPARATOR = ", "
 
 
 class LabBinding(BaseModel):
-    """What a Lab Manager's grammar is bound to in one episode: the techniques of its lab's catalog it can run,
-    each slot narrowed to the options it can use, the items it can use of each kind (owned, not booked, in stock)
-    and its time limit.  A lab offers only what it has."""
+    """What a Lab Manager's grammar is bound to at one turn: the lab's check of the plan on the table, flag by flag
+    (``flags``: empty before any plan), the techniques of its lab's catalog it can run, each slot narrowed to the
+    options it can use, the items it can use of each kind (owned, not booked, in stock) and its time limit.  A lab
+    states its check and offers only what it has."""
 
     model_config = _FROZEN
 
@@ -47,6 +50,7 @@ class LabBinding(BaseModel):
     equipment: list[str]
     reagents: list[str]
     time_limit_days: int = Field(ge=0)
+    flags: dict[str, bool] = Field(default_factory=dict)
 
 
 class NamedPlan(BaseModel):
@@ -83,8 +87,9 @@ _BINDINGS = {"lab_manager": LabBinding, "scientist": ScientistBinding}
 
 
 def lab_binding(view: LabManagerObservation) -> LabBinding:
-    """The binding of the Lab Manager whose observation is ``view``: a technique stays when each of its slots has
-    an option the lab can use and its minimum days fit the time limit, with those options only."""
+    """The binding of the Lab Manager whose observation is ``view``: its flags the lab's check of the plan on the
+    table (``plan_check``: a flag holds where the check found no reason against it); a technique stays when each of
+    its slots has an option the lab can use and its minimum days fit the time limit, with those options only."""
     equipment, reagents = set(view.equipment_available), set(view.reagents_in_stock)
     runnable = []
     for t in view.lab_techniques:
@@ -92,8 +97,9 @@ def lab_binding(view: LabManagerObservation) -> LabBinding:
         re = [[o for o in slot if o in reagents] for slot in t.reagent_slots]
         if all(eq) and all(re) and t.min_days <= view.time_limit_days:
             runnable.append(LabTechnique(id=t.id, equipment_slots=eq, reagent_slots=re, min_days=t.min_days))
+    flags = {flag: not reasons for flag, reasons in view.plan_check.items()} if view.current_protocol else {}
     return LabBinding(lab_techniques=runnable, equipment=sorted(equipment), reagents=sorted(reagents),
-                      time_limit_days=view.time_limit_days)
+                      time_limit_days=view.time_limit_days, flags=flags)
 
 
 def scientist_binding(view: ScientistObservation) -> ScientistBinding:
@@ -142,8 +148,8 @@ def scientist_binding(view: ScientistObservation) -> ScientistBinding:
 
 
 def grammar_key(role: str, view: Optional[Union[LabManagerObservation, ScientistObservation]] = None) -> str:
-    """The key of the grammar a ``role`` seat replies under: with the seat's ``view`` (a Lab Manager's first, a
-    Scientist's current), its binding as compact JSON; without one, the role's name (its plain grammar)."""
+    """The key of the grammar a ``role`` seat replies under: with the seat's current ``view``, its binding as
+    compact JSON; without one, the role's name (its plain grammar)."""
     if view is None:
         return role
     if role == "lab_manager" and isinstance(view, LabManagerObservation):
@@ -212,12 +218,16 @@ def _scientist_bound(schema: dict[str, Any], binding: ScientistBinding) -> dict[
 
 
 def _lab_bound(schema: dict[str, Any], binding: LabBinding) -> dict[str, Any]:
-    """The Lab Manager's ``schema`` bound to its lab: every suggested item one the lab can use of its kind and every
-    suggested schedule within the time limit; one branch that names no technique, and one per runnable technique
-    that names it, each item list empty or one usable option of each slot in slot order first, and a schedule
-    unchanged (0) or from the technique's minimum days."""
+    """The Lab Manager's ``schema`` bound to its lab: each flag the lab's check (where it has one) and ``feasible``
+    their conjunction, every suggested item one the lab can use of its kind and every suggested schedule within the
+    time limit; one branch that names no technique, and one per runnable technique that names it, each item list
+    empty or one usable option of each slot in slot order first, and a schedule unchanged (0) or from the
+    technique's minimum days."""
     schema = copy.deepcopy(schema)
     defs = schema.pop("$defs", {})
+    if binding.flags:
+        schema["properties"].update({flag: {"const": ok} for flag, ok in binding.flags.items()},
+                                    feasible={"const": all(binding.flags.values())})
     return {"$defs": defs, "anyOf": [_branch(schema, binding, None),
                                      *(_branch(schema, binding, t) for t in binding.lab_techniques)]}
 

@@ -12,9 +12,9 @@ therefore exactly from the policy's distribution renormalised over the allowed t
 model token under the same mask (``completion_masks``, from the tokens before it in its reply), so the recorded and
 the trained log-probs are the same number.
 
-The grammar fixes the form and the names a seat can write (and a bound Scientist's numbers: the ones its view
-stated); which action, which flags, whether to suggest or revise, and which of the names and numbers are the model's.
-The rules a schema cannot state (``feasible`` is the AND of the flags, accept needs feasible, ...) are still the
+The grammar fixes the form and the names a seat can write (a bound Scientist's numbers: the ones its view stated; a
+bound Lab Manager's flags: its lab's check of the plan); which action, whether to suggest or revise, and which of
+the names and numbers are the model's.  The rules a schema cannot state (accept needs feasible, ...) are still the
 parser's and the environment's; a reply cut by ``max_new_tokens`` before its object closes still fails to parse.
 """
 

@@ -57,8 +57,7 @@ class ModelSeat:
     #: End of the first sampled reply in ``completion_ids`` (a ``reply_only`` branch keeps only that far).
     branch_end: Optional[int] = None
     #: The key of the grammar the seat's next reply is decoded under (``training.rollout.binding.grammar_key``; set
-    #: by ``seat_prompt``: bound, where ``SamplingConfig.bound_roles`` says, a Lab Manager's to its first observation,
-    #: a Scientist's to each one).
+    #: by ``seat_prompt``: bound to each observation where ``SamplingConfig.bound_roles`` says).
     grammar: str = ""
     #: The grammar key of each reply in ``completion_ids``, in order (``training.rollout.grammar.trajectory_key``).
     reply_grammars: list[str] = field(default_factory=list)
@@ -123,8 +122,7 @@ def seat_prompt(policy: PolicyModel, seat: ModelSeat, role: str, observation,
                 sampling: SamplingConfig) -> list[int] | None:
     """Extend the ``role`` seat's chat with the new observation; None when the context window is full (then,
     and for every later turn of the seat, the turn is an invalid one and nothing is generated)."""
-    if role == "scientist" or not seat.grammar:
-        seat.grammar = grammar_key(role, observation if role in sampling.bound_roles else None)
+    seat.grammar = grammar_key(role, observation if role in sampling.bound_roles else None)
     if seat.exhausted:
         return None
     budget = dict(token_budget=policy.prompt_budget(sampling) // 2, count_tokens=policy.count_tokens)

@@ -134,6 +134,37 @@ def test_a_labs_bound_grammar_refuses_what_its_lab_cannot_offer(default_policy):
     for middle in refused:
         assert refused_tokens(default_policy, key, head + middle + tail), middle
         assert not refused_tokens(default_policy, "lab_manager", head + middle + tail), middle
+    assert binding.flags == {}  # before any plan the flags stay the seat's
+
+
+def test_a_labs_bound_grammar_states_its_check_of_the_plan_as_the_flags(default_policy):
+    """With a plan on the table, a Lab Manager's bound grammar allows only the flags of the lab's check (a flag holds
+    where the check found no reason against it) and ``feasible`` as their conjunction: any flag flipped, or a
+    ``feasible`` that is not the conjunction, is refused; the plain grammar allows each."""
+    from replicalab.models import LabManagerObservation, Protocol
+    from training.rollout.binding import grammar_key, lab_binding
+
+    flags = ("budget_ok", "equipment_ok", "reagents_ok", "schedule_ok", "staff_ok")
+    plan = Protocol(sample_size=4, technique="pcr", duration_days=3, rationale="as published")
+    for failing in ((), ("staff_ok",), ("budget_ok", "schedule_ok")):
+        view = LabManagerObservation(budget_total=100, budget_remaining=100, staff_count=2, time_limit_days=10,
+                                     current_protocol=plan,
+                                     plan_check={f: ["the reason"] if f in failing else [] for f in flags})
+        truth = {f: f not in failing for f in flags}
+        assert lab_binding(view).flags == truth
+        key = grammar_key("lab_manager", view)
+
+        def reply(stated: dict, feasible: bool) -> str:
+            head = ",".join(f'"{f}":{str(stated[f]).lower()}' for f in flags)
+            return "{" + head + f',"feasible":{str(feasible).lower()},"action_type":"report_feasibility",' \
+                '"explanation":"checked"}'
+
+        assert not refused_tokens(default_policy, key, reply(truth, not failing))
+        for flipped in flags:
+            text = reply({**truth, flipped: not truth[flipped]}, not failing)
+            assert refused_tokens(default_policy, key, text), flipped
+            assert not refused_tokens(default_policy, "lab_manager", text), flipped
+        assert refused_tokens(default_policy, key, reply(truth, bool(failing)))
 
 
 def test_a_grammar_key_that_is_neither_a_role_nor_a_catalog_is_refused_in_one_line(default_policy):
@@ -209,23 +240,31 @@ def test_constrained_decoding_needs_a_fast_tokenizer():
 
 @pytest.mark.slow
 def test_a_lab_manager_seat_replies_under_its_episodes_binding(default_policy):
-    """Played as rollouts, constrained at 1.0: each Lab Manager trajectory carries its episode's bound grammar key,
-    and every suggestion offers only what the lab can use: a technique it can run, each item list empty or one
-    usable option of each of its slots, in order, first, every item usable of its kind, a schedule within the time
-    limit and, for a named technique, from its minimum days."""
+    """Played as rollouts, constrained at 1.0: each Lab Manager reply is decoded under the binding of its own view,
+    so every turn states the lab's check as its flags (no turn is refused for its flags), and every suggestion
+    offers only what the lab can use: a technique it can run, each item list empty or one usable option of each of
+    its slots, in order, first, every item usable of its kind, a schedule within the time limit and, for a named
+    technique, from its minimum days."""
+    from replicalab.env import UNTRUE_FLAGS
+    from replicalab.episode import replayed_views
     from training.config.model import SamplingConfig
     from training.rollout.binding import grammar_key, lab_binding
+    from training.rollout.grammar import trajectory_key
     from training.rollout.play import play_jobs
     from training.rollout.records import episode_jobs
 
     jobs = episode_jobs(cells(), VALIDATION_SEEDS[:1], role="lab_manager")
     sampling = SamplingConfig(temperature=1.0, seed=3, constrained=True)
     records = play_jobs(default_policy, jobs, scientist="scripted:naive", lab_manager="policy", sampling=sampling)
-    env, named, suggested = ReplicaLabEnv(), 0, 0
+    env, named, suggested, infeasible = ReplicaLabEnv(), 0, 0, 0
     for record in records:
         env.reset(record.job.seed, record.job.template, record.job.difficulty)
         view = _lab_view(env)
-        assert record.trajectory.grammar == grammar_key("lab_manager", view) != "lab_manager"
+        views = [v for turn, v in replayed_views(record.log) if turn.role == "lab_manager"]
+        assert record.trajectory.grammar == trajectory_key([grammar_key("lab_manager", v) for v in views])
+        assert all(lab_binding(v).flags == {f: not why for f, why in v.plan_check.items()} != {} for v in views)
+        infeasible += sum(not all(lab_binding(v).flags.values()) for v in views)
+        assert not any((turn.error or "").startswith(UNTRUE_FLAGS) for turn in record.log.turns)
         binding = lab_binding(view)
         catalog = {t.id: t for t in binding.lab_techniques}
         for turn in record.log.turns:
@@ -247,4 +286,4 @@ def test_a_lab_manager_seat_replies_under_its_episodes_binding(default_policy):
                 items = action.get(field, [])
                 assert not items or (len(items) >= len(slots)
                                      and all(item in slot for item, slot in zip(items, slots))), action
-    assert named >= 3 and suggested > named, (named, suggested)
+    assert named >= 3 and suggested > named and infeasible, (named, suggested, infeasible)
