@@ -31,7 +31,7 @@ def _lab_view(env: ReplicaLabEnv):
 
 def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
     """(grammar key, canonical text) of every action the scripted seats take on a spread of validation episodes,
-    each under its seat's binding: a Scientist's at that turn, a Lab Manager's its lab's."""
+    each under its seat's binding at that turn (a Lab Manager's: its lab's, and its check of the plan as the flags)."""
     from replicalab.episode import replayed_views
     from training.rollout.binding import grammar_key
 
@@ -42,12 +42,10 @@ def _canonical_replies(seeds=VALIDATION_SEEDS[:1]) -> list[tuple[str, str]]:
                 for lab in LAB_POLICIES:
                     log = run_episode(env, scripted_agent("scientist", sci, seed, t, d), lab,
                                       seed=seed, template=t, difficulty=d)
-                    lab_view = _lab_view(env)
                     for turn, view in replayed_views(log):
                         if turn.action is not None:
                             action = parse_action(json.dumps(turn.action), turn.role)
-                            bound = view if turn.role == "scientist" else lab_view
-                            found.add((grammar_key(turn.role, bound), format_action(action)))
+                            found.add((grammar_key(turn.role, view), format_action(action)))
     return sorted(found)
 
 
