@@ -2,17 +2,17 @@
 
     python benchmarks/branch_credit.py runs/NAME [--role scientist] [--window 8]
 
-A run with ``grpo.group_by: turn`` writes its branch episodes to ``episodes.jsonl``, ``num_generations``
-consecutive episodes a group, each replaying the same prefix and sampling its own reply at the branch turn.  The
-branch turn is the first turn of the role at which the group's actions differ (a group whose replies all agree
-holds no contrast and is counted apart).  For each kind of branch turn (a skill's chance, ``after_read``,
-``close``: the Scientist's turn right after the lab accepted, the lab's ``repair`` chance, or ``other``) and each
-move (the reply's action type, marked when it used the chance's skill or, for a Lab Manager's suggestion, when it
-repairs: ``training.bench.repairs``; ``invalid`` for a reply the env refused), the script prints how often the
-move was sampled there in the first and the last ``--window`` steps, its mean in-group advantage (its episode's reward minus the group's mean), the sum of those
-advantages (what the gradient pushes, move by move, with ``grpo.scale_rewards: none``) and their sum as GRPO's
-group scaling weighs them (divided by the group's reward std: ``scale_rewards: group``, where a group whose
-replies differ by a little counts as much as one whose replies differ by a lot).
+A run with ``grpo.group_by: turn`` writes its branch episodes to ``episodes.jsonl``, ``num_generations`` consecutive
+episodes a group, each replaying the same prefix and sampling its own reply at the branch turn. The branch turn is
+the first turn of the role at which the group's actions differ (a group whose replies all agree holds no contrast
+and is counted apart). For each kind of branch turn (a skill's chance, ``after_read``, ``close``: the Scientist's
+turn right after the lab accepted, the lab's ``repair`` chance, or ``other``) and each move (the reply's action
+type, marked when it used the chance's skill or, for a Lab Manager's suggestion, when it repairs:
+``training.bench.repairs``; ``invalid`` for a reply the env refused), the script prints how often the move was
+sampled there in the first and the last ``--window`` steps, its mean in-group advantage (its episode's reward minus
+the group's mean), the sum of those advantages (what the gradient pushes, move by move, with ``grpo.scale_rewards:
+none``) and their sum as GRPO's group scaling weighs them (divided by the group's reward std: ``scale_rewards:
+group``, where a group whose replies differ by a little counts as much as one whose replies differ by a lot).
 """
 
 from __future__ import annotations

@@ -46,9 +46,10 @@ def closing(path: Path, window: int) -> dict[str, list[int]]:
             continue
         log = EpisodeLog.model_validate(row["log"])
         own = [turn.action or {} for turn in log.turns if turn.role == "scientist"]
-        played_on = [k for k in closing_turns(log) if own[k].get("action_type") != SA.ACCEPT.value]
+        closing_at = closing_turns(log)
+        played_on = [k for k in closing_at if own[k].get("action_type") != SA.ACCEPT.value]
         counts = out[label]
-        counts[0] += len(closing_turns(log))
+        counts[0] += len(closing_at)
         counts[1] += len(played_on)
         counts[2] += 1
         counts[3] += bool(played_on) and not log.agreement_reached
