@@ -18,7 +18,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from replicalab.models import EpisodeLog
-from replicalab.models import ScientistActionType as SA
 from training.rollout.branch import closing_turns
 
 
@@ -45,9 +44,8 @@ def closing(path: Path, window: int) -> dict[str, list[int]]:
         if label is None:
             continue
         log = EpisodeLog.model_validate(row["log"])
-        own = [turn.action or {} for turn in log.turns if turn.role == "scientist"]
         closing_at = closing_turns(log)
-        played_on = [k for k in closing_at if own[k].get("action_type") != SA.ACCEPT.value]
+        played_on = [turn for turn, took in closing_at.items() if not took]
         counts = out[label]
         counts[0] += len(closing_at)
         counts[1] += len(played_on)

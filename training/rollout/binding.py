@@ -97,7 +97,7 @@ def lab_binding(view: LabManagerObservation) -> LabBinding:
         re = [[o for o in slot if o in reagents] for slot in t.reagent_slots]
         if all(eq) and all(re) and t.min_days <= view.time_limit_days:
             runnable.append(LabTechnique(id=t.id, equipment_slots=eq, reagent_slots=re, min_days=t.min_days))
-    flags = {flag: not reasons for flag, reasons in view.plan_check.items()} if view.current_protocol else {}
+    flags = {flag: not reasons for flag, reasons in view.plan_check.items()}  # plan_check: empty before any plan
     return LabBinding(lab_techniques=runnable, equipment=sorted(equipment), reagents=sorted(reagents),
                       time_limit_days=view.time_limit_days, flags=flags)
 

@@ -84,13 +84,14 @@ def scientist_chances(log: EpisodeLog, close: bool = False) -> dict[int, str]:
     return chances
 
 
-def closing_turns(log: EpisodeLog) -> list[int]:
-    """The Scientist's own turns (indices among them) that come right after a Lab Manager turn that accepted."""
-    out, own, lab_accepted = [], 0, False
+def closing_turns(log: EpisodeLog) -> dict[int, bool]:
+    """{own turn: whether the Scientist took the deal there} of its turns (indices among them) that come right
+    after a Lab Manager turn that accepted."""
+    out, own, lab_accepted = {}, 0, False
     for turn in log.turns:
         if turn.role == "scientist":
             if lab_accepted:
-                out.append(own)
+                out[own] = (turn.action or {}).get("action_type") == SA.ACCEPT.value
             own += 1
         lab_accepted = turn.role == "lab_manager" and (turn.action or {}).get("action_type") == LA.ACCEPT.value
     return out
@@ -237,10 +238,7 @@ def used_at(record: RolloutRecord, skill: str, turn: int) -> Optional[bool]:
     """Whether the record's Scientist used ``skill`` at its own ``turn`` (None: no such chance there); at a
     ``CLOSE`` chance, whether it took the deal."""
     if skill == CLOSE:
-        if turn not in closing_turns(record.log):
-            return None
-        own = [t for t in record.log.turns if t.role == "scientist"]
-        return (own[turn].action or {}).get("action_type") == SA.ACCEPT.value
+        return closing_turns(record.log).get(turn)
     return next((c.used for c in skill_chances(record.log) if c.skill == skill and c.turn == turn), None)
 
 
